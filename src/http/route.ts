@@ -1,0 +1,69 @@
+import type { TSchema } from '@sinclair/typebox'
+import type { Services } from '../services.js'
+
+/** Who may call a route. `key` also admits a session JWT (the dashboard); `session` only a JWT. */
+export type AuthMode = 'public' | 'key' | 'session' | 'admin'
+export type Scope = 'generate' | 'read'
+export type Tier = 'free' | 'pro' | 'enterprise' | 'session'
+
+/** The authenticated caller, resolved by src/http/auth.ts before the handler runs. */
+export interface Caller {
+  kind: 'key' | 'session' | 'admin'
+  accountId: number
+  /** API key id (kind key), else null. */
+  keyId: number | null
+  tier: Tier
+  scopes: readonly Scope[]
+  /** Rate-limit bucket: `k<id>` per key, `u<id>` per session user. */
+  bucket: string
+}
+
+/** What a handler sees. HttpRequest is never used after the first await; this is a plain copy. */
+export interface RouteContext {
+  method: string
+  path: string
+  params: Record<string, string>
+  query: URLSearchParams
+  /** Lower-cased header names. */
+  headers: Record<string, string>
+  body: unknown
+  caller: Caller | null
+  requestId: string
+  ip: string
+  services: Services
+  /** Credits charged by this request, for metering. Handlers set it. */
+  meter: { credits: number }
+}
+
+/** A handler answer. `body` objects returned repeatedly by identity are serialised once. */
+export interface Reply {
+  status?: number
+  body?: unknown
+  headers?: Record<string, string>
+  /** Strong validator; the front end answers 304 when If-None-Match matches. */
+  etag?: string
+}
+
+export interface RouteSchema {
+  body?: TSchema
+  query?: TSchema
+  params?: TSchema
+  /** Response schemas by status, for the OpenAPI description. */
+  response?: Record<number, TSchema>
+}
+
+export interface Route {
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE' | 'PUT'
+  /** `/v1/auth/keys/:keyId` style. */
+  path: string
+  auth: AuthMode
+  scope?: Scope
+  schema?: RouteSchema
+  summary: string
+  tag: string
+  /** Error codes this route can answer besides the generic ones (for OpenAPI). */
+  errors?: string[]
+  /** Raw body: the handler reads the request itself (uploads). Not JSON-parsed. */
+  rawBody?: boolean
+  handler: (ctx: RouteContext) => Promise<Reply> | Reply
+}

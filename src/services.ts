@@ -1,1 +1,24 @@
-export interface Services {}
+import type { Logger } from 'pino'
+import type { Config } from './config.js'
+import type { Sql } from './db/connect.js'
+import type { ShardPool } from './actors/shard-pool.js'
+import type { Authenticator } from './http/auth.js'
+import type { RateLimiter } from './http/rate-limit.js'
+import type { Passwords } from './util/passwords.js'
+import type { Metering } from './metering.js'
+
+/** What route handlers can use. Built once by src/app.ts. */
+export interface Services {
+  config: Config
+  /** The main thread's pool (reads, key management, operator writes that bypass actors). */
+  sql: Sql
+  shards: ShardPool
+  auth: Authenticator
+  passwords: Passwords
+  jwtSecret: string
+  log: Logger
+  metering: Metering
+  limiter: RateLimiter
+  /** Version string of this build (package.json). */
+  version: string
+}

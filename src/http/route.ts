@@ -1,4 +1,5 @@
 import type { TSchema } from '@sinclair/typebox'
+import type { HttpResponse } from 'uWebSockets.js'
 import type { Services } from '../services.js'
 
 /** Who may call a route. `key` also admits a session JWT (the dashboard); `session` only a JWT. */
@@ -33,10 +34,13 @@ export interface RouteContext {
   services: Services
   /** Credits charged by this request, for metering. Handlers set it. */
   meter: { credits: number }
+  /** The raw uWS response, only for `rawBody` / streaming routes (uploads, SSE). */
+  res?: HttpResponse
 }
 
 /** A handler answer. `body` objects returned repeatedly by identity are serialised once. */
 export interface Reply {
+  /** -1: the handler wrote the response itself (streams). */
   status?: number
   body?: unknown
   headers?: Record<string, string>
@@ -65,5 +69,9 @@ export interface Route {
   errors?: string[]
   /** Raw body: the handler reads the request itself (uploads). Not JSON-parsed. */
   rawBody?: boolean
+  /** OpenAPI `content` of a raw body (multipart uploads). */
+  rawBodySchema?: Record<string, unknown>
+  /** Extra OpenAPI header parameters (Idempotency-Key, Last-Event-ID). */
+  headers?: Array<Record<string, unknown>>
   handler: (ctx: RouteContext) => Promise<Reply> | Reply
 }

@@ -1,0 +1,132 @@
+import { Worker } from 'node:worker_threads'
+import { ApiError, errorFromWire } from '../errors.js'
+import { BatchedPort, decodeBatch } from './port.js'
+import type { ShardEvent, ShardInit, ShardMsg, ShardRequests, ShardTag } from './protocol.js'
+
+interface Pending { resolve: (v: any) => void; reject: (e: Error) => void; deadline: number; shard: number }
+
+interface Slot { worker: Worker; port: BatchedPort; ready: Promise<void> }
+
+export interface ShardPoolOptions {
+  shards: number
+  databaseUrl: string
+  logLevel: string
+  /** Default ask timeout. */
+  timeoutMs?: number
+  onEvent?: (ev: ShardEvent) => void
+  onLog?: (level: 'warn' | 'error', msg: string) => void
+}
+
+/**
+ * The main thread's handle on the shard workers (DESIGN.md section 2). Account `a` lives on
+ * shard `a mod N`. `ask` pairs a request with its reply; a dead worker's pending asks fail
+ * with INTERNAL_ERROR and the worker is restarted (its actors recover from PostgreSQL).
+ */
+export class ShardPool {
+  private readonly slots: Slot[] = []
+  private readonly pending = new Map<number, Pending>()
+  private nextId = 1
+  private closing = false
+  private readonly sweep: NodeJS.Timeout
+  readonly size: number
+  /** Restarts so far (observability and tests). */
+  restarts = 0
+
+  constructor (private readonly opts: ShardPoolOptions) {
+    this.size = opts.shards
+    for (let i = 0; i < opts.shards; i++) this.slots.push(this.spawn(i))
+    // One timer for every ask's deadline instead of a timer per ask.
+    this.sweep = setInterval(() => this.expire(), 200)
+    this.sweep.unref()
+  }
+
+  /** Resolves when every shard has loaded and connected. */
+  async ready (): Promise<void> { await Promise.all(this.slots.map(s => s.ready)) }
+
+  shardOf (accountId: number): number { return accountId % this.size }
+
+  ask<K extends ShardTag> (accountId: number, msg: { type: K } & ShardRequests[K]['req'], timeoutMs?: number): Promise<ShardRequests[K]['res']> {
+    return this.askShard(this.shardOf(accountId), msg, timeoutMs)
+  }
+
+  askShard<K extends ShardTag> (shard: number, msg: { type: K } & ShardRequests[K]['req'], timeoutMs = this.opts.timeoutMs ?? 10000): Promise<ShardRequests[K]['res']> {
+    if (this.closing) return Promise.reject(new ApiError('SERVICE_UNAVAILABLE', 'Service is shutting down'))
+    const id = this.nextId++
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject, deadline: Date.now() + timeoutMs, shard })
+      this.slots[shard].port.request({ id, msg: msg as ShardMsg })
+    })
+  }
+
+  private spawn (shard: number): Slot {
+    const init: ShardInit = { shard, shards: this.opts.shards, databaseUrl: this.opts.databaseUrl, logLevel: this.opts.logLevel }
+    const worker = new Worker(new URL('./shard-worker.js', import.meta.url), { workerData: init })
+    const port = new BatchedPort(worker)
+    let markReady: () => void = () => {}
+    let failReady: (e: Error) => void = () => {}
+    const ready = new Promise<void>((resolve, reject) => { markReady = resolve; failReady = reject })
+    ready.catch(() => {})
+    worker.on('message', (data: Uint8Array) => {
+      const b = decodeBatch(data)
+      if (b.rep) {
+        for (const r of b.rep) {
+          const p = this.pending.get(r.id)
+          if (!p) continue
+          this.pending.delete(r.id)
+          if (r.ok) p.resolve(r.value)
+          else p.reject(errorFromWire(r.code, r.message, r.extra))
+        }
+      }
+      if (b.ev) {
+        for (const ev of b.ev) {
+          if (ev.type === 'shard.ready') markReady()
+          else this.opts.onEvent?.(ev)
+        }
+      }
+    })
+    worker.on('error', (err) => {
+      this.opts.onLog?.('error', `shard ${shard} crashed: ${err?.stack ?? err}`)
+      failReady(err)
+    })
+    worker.on('exit', (code) => {
+      this.failPending(shard, `shard ${shard} exited`)
+      if (this.closing) return
+      this.opts.onLog?.('warn', `shard ${shard} exited with code ${code}; restarting`)
+      this.restarts++
+      this.slots[shard] = this.spawn(shard)
+    })
+    return { worker, port, ready }
+  }
+
+  private failPending (shard: number, why: string): void {
+    for (const [id, p] of this.pending) {
+      if (p.shard !== shard) continue
+      this.pending.delete(id)
+      p.reject(new ApiError('INTERNAL_ERROR', `Internal error (${why}); safe to retry with the same Idempotency-Key`))
+    }
+  }
+
+  private expire (): void {
+    const now = Date.now()
+    for (const [id, p] of this.pending) {
+      if (p.deadline > now) continue
+      this.pending.delete(id)
+      p.reject(new ApiError('INTERNAL_ERROR', 'Internal error (shard did not answer in time); safe to retry'))
+    }
+  }
+
+  /** Test hook: kills one worker as a crash would. */
+  async crash (shard: number): Promise<void> { await this.slots[shard].worker.terminate() }
+
+  async close (): Promise<void> {
+    // Let each shard finish its group commit before it is stopped.
+    await Promise.all(this.slots.map((_, i) => this.askShard(i, { type: 'shard.ping' }, 5000).catch(() => {})))
+    this.closing = true
+    clearInterval(this.sweep)
+    await Promise.all(this.slots.map(async (s, i) => {
+      s.port.flush()
+      await s.worker.terminate()
+      this.failPending(i, 'shutting down')
+    }))
+  }
+}

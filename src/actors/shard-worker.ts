@@ -1,0 +1,57 @@
+import { parentPort, workerData } from 'node:worker_threads'
+import { pino } from 'pino'
+import { ApiError } from '../errors.js'
+import { connect } from '../db/connect.js'
+import { AccountActor } from './account-actor.js'
+import { GroupCommit } from './group-commit.js'
+import { BatchedPort, decodeBatch } from './port.js'
+import type { Envelope, ShardInit, ShardMsg } from './protocol.js'
+
+/**
+ * A shard: one worker thread owning the actors of accounts `id mod N == shard`
+ * (DESIGN.md section 2), one PostgreSQL pool and one group commit.
+ */
+const init = workerData as ShardInit
+const log = pino({ level: init.logLevel, base: { shard: init.shard } })
+const sql = connect(init.databaseUrl, { max: 4 })
+const commit = new GroupCommit(sql)
+const accounts = new Map<number, AccountActor>()
+const port = new BatchedPort(parentPort!)
+
+function account (id: number): AccountActor {
+  if (id % init.shards !== init.shard) throw new ApiError('INTERNAL_ERROR', `account ${id} routed to the wrong shard`)
+  let a = accounts.get(id)
+  if (!a) { a = new AccountActor(id, { sql, commit }); accounts.set(id, a) }
+  return a
+}
+
+async function handle (msg: ShardMsg): Promise<unknown> {
+  switch (msg.type) {
+    case 'account.get': return account(msg.accountId).get()
+    case 'account.credit': return account(msg.accountId).credit(msg)
+    case 'account.reload': return account(msg.accountId).reload()
+    case 'shard.ping': await commit.idle(); return { shard: init.shard, actors: accounts.size }
+  }
+}
+
+function dispatch (env: Envelope): void {
+  let p: Promise<unknown>
+  try { p = handle(env.msg) } catch (e) { p = Promise.reject(e) }
+  p.then(
+    (value) => port.reply({ id: env.id, ok: true, value }),
+    (err: unknown) => {
+      if (err instanceof ApiError) {
+        port.reply({ id: env.id, ok: false, code: err.code, message: err.message, extra: err.extra as Record<string, unknown> | undefined })
+      } else {
+        log.error({ err, type: env.msg.type }, 'shard handler failed')
+        port.reply({ id: env.id, ok: false, code: 'INTERNAL_ERROR', message: 'Internal error; safe to retry with the same Idempotency-Key' })
+      }
+    })
+}
+
+parentPort!.on('message', (data: Uint8Array) => {
+  const b = decodeBatch(data)
+  if (b.req) for (const env of b.req) dispatch(env)
+})
+
+port.event({ type: 'shard.ready', shard: init.shard })

@@ -1,0 +1,119 @@
+import { randomBytes } from 'node:crypto'
+import { mkdir, readFile, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { pino, type Logger } from 'pino'
+import { ShardPool } from './actors/shard-pool.js'
+import type { Config } from './config.js'
+import { connect, type Sql } from './db/connect.js'
+import { startEmbedded, type EmbeddedDb } from './db/embedded.js'
+import { migrate } from './db/migrate.js'
+import { Authenticator } from './http/auth.js'
+import { buildOpenApi } from './http/openapi.js'
+import { RateLimiter } from './http/rate-limit.js'
+import type { Route } from './http/route.js'
+import { allRoutes } from './http/routes/index.js'
+import { HttpServer } from './http/server.js'
+import { Metering } from './metering.js'
+import type { Services } from './services.js'
+import { Passwords } from './util/passwords.js'
+
+export interface App {
+  port: number
+  url: string
+  services: Services
+  adminToken: string
+  /** Graceful stop: drain requests, close the listen socket, stop shards, flush, stop embedded PG. */
+  close: () => Promise<void>
+}
+
+export interface AppOptions {
+  logger?: Logger
+  /** Extra routes (tests). */
+  routes?: Route[]
+}
+
+async function readVersion (): Promise<string> {
+  for (const rel of ['../../package.json', '../package.json']) {
+    try { return JSON.parse(await readFile(new URL(rel, import.meta.url), 'utf8')).version } catch {}
+  }
+  return '0.0.0'
+}
+
+/** Reads a secret from DATA_DIR, creating it (mode 600) the first time. */
+async function persistedSecret (dataDir: string, name: string): Promise<{ value: string; created: boolean }> {
+  const file = join(dataDir, name)
+  try {
+    const v = (await readFile(file, 'utf8')).trim()
+    if (v) return { value: v, created: false }
+  } catch {}
+  await mkdir(dataDir, { recursive: true })
+  const value = randomBytes(32).toString('hex')
+  await writeFile(file, value + '\n', { mode: 0o600 })
+  return { value, created: true }
+}
+
+/** Boots the whole service (src/main.ts only adds signals). Used by tests with PORT 0. */
+export async function createApp (config: Config, opts: AppOptions = {}): Promise<App> {
+  const log = opts.logger ?? pino({ level: config.logLevel })
+  let embedded: EmbeddedDb | null = null
+  let databaseUrl = config.databaseUrl
+  if (!databaseUrl) {
+    embedded = await startEmbedded(config.dataDir, (m) => log.info(m))
+    databaseUrl = embedded.url
+    log.info({ dataDir: config.dataDir }, 'embedded PostgreSQL started (set DATABASE_URL to use your own)')
+  }
+  const sql: Sql = connect(databaseUrl, { max: 10 })
+  const applied = await migrate(sql)
+  if (applied.length) log.info({ applied }, 'migrations applied')
+
+  let adminToken = config.adminToken
+  if (!adminToken) {
+    const s = await persistedSecret(config.dataDir, 'admin-token')
+    adminToken = s.value
+    if (s.created) {
+      // Printed once, at generation; kept in DATA_DIR/admin-token for the CLI and restarts.
+      process.stdout.write(`\nADMIN_TOKEN (generated, shown once; also saved in ${join(config.dataDir, 'admin-token')}):\n  ${adminToken}\n\n`)
+    } else {
+      log.info({ file: join(config.dataDir, 'admin-token') }, 'using the admin token saved in DATA_DIR')
+    }
+  }
+  const jwtSecret = config.jwtSecret ?? (await persistedSecret(config.dataDir, 'jwt-secret')).value
+
+  const shards = new ShardPool({
+    shards: config.shards,
+    databaseUrl,
+    logLevel: config.logLevel,
+    onLog: (level, msg) => log[level](msg),
+  })
+  await shards.ready()
+
+  const auth = new Authenticator(sql, jwtSecret, adminToken)
+  const passwords = new Passwords()
+  const limiter = new RateLimiter()
+  const metering = new Metering(sql, log, auth.lastUsed, config.meteringRetentionDays)
+  const services: Services = { config, sql, shards, auth, passwords, jwtSecret, log, metering, limiter, version: await readVersion() }
+
+  let doc: unknown = null
+  const routes = allRoutes(() => doc, opts.routes)
+  doc = Object.freeze(buildOpenApi(routes, { version: services.version, serverUrl: config.publicBaseUrl }))
+  const server = new HttpServer(services, routes)
+  const port = await server.listen(config.host, config.port)
+  log.info({ port, shards: config.shards, database: embedded ? 'embedded' : 'external' }, 'listening')
+
+  let closed: Promise<void> | null = null
+  return {
+    port,
+    url: `http://127.0.0.1:${port}`,
+    services,
+    adminToken,
+    close: () => (closed ??= (async () => {
+      await server.close()
+      await shards.close()
+      await metering.close()
+      limiter.close()
+      await passwords.close()
+      await sql.end({ timeout: 5 })
+      if (embedded) await embedded.stop()
+    })()),
+  }
+}

@@ -1,0 +1,27 @@
+import { createHash, randomBytes } from 'node:crypto'
+
+/**
+ * API key format (SPEC.md 2.6 and 5.1): a 7-character fixed prefix followed by 64 hex
+ * characters, 71 in all. The listing shows the first 12 characters.
+ */
+export const KEY_PREFIX = 'gjs_sk_'
+export const KEY_LENGTH = 71
+const KEY_RE = /^gjs_sk_[0-9a-f]{64}$/
+
+export function generateKey (): { key: string; hash: string; prefix: string } {
+  const key = KEY_PREFIX + randomBytes(32).toString('hex')
+  return { key, hash: hashKey(key), prefix: key.slice(0, 12) }
+}
+
+export function hashKey (key: string): string {
+  return createHash('sha256').update(key).digest('hex')
+}
+
+export function isWellFormedKey (s: string): boolean {
+  return s.length === KEY_LENGTH && KEY_RE.test(s)
+}
+
+/** True when a bearer credential is meant as an API key rather than a session JWT. */
+export function looksLikeKey (s: string): boolean {
+  return s.startsWith(KEY_PREFIX)
+}

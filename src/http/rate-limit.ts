@@ -1,0 +1,66 @@
+/**
+ * Sliding 60-second window per key (SPEC.md section 8), kept as 60 one-second buckets: O(1)
+ * memory per caller whatever the limit (a benchmark's 1,000,000 rpm costs the same 240 bytes),
+ * exact to within the current second. Retry-After is the time until the oldest counted
+ * request leaves the window, i.e. until a slot really frees.
+ */
+export interface RateDecision { allowed: boolean; limit: number; remaining: number; retryAfter: number }
+
+const WINDOW = 60
+
+class Window {
+  readonly counts = new Uint32Array(WINDOW)
+  sec = 0
+  total = 0
+
+  advance (nowSec: number): void {
+    if (nowSec - this.sec >= WINDOW) {
+      this.counts.fill(0)
+      this.total = 0
+    } else {
+      for (let s = this.sec + 1; s <= nowSec; s++) {
+        const i = s % WINDOW
+        this.total -= this.counts[i]
+        this.counts[i] = 0
+      }
+    }
+    if (nowSec > this.sec) this.sec = nowSec
+  }
+
+  oldestSecond (nowSec: number): number {
+    for (let s = nowSec - WINDOW + 1; s <= nowSec; s++) if (this.counts[((s % WINDOW) + WINDOW) % WINDOW] > 0) return s
+    return nowSec
+  }
+}
+
+export class RateLimiter {
+  private readonly windows = new Map<string, Window>()
+  private readonly sweep: NodeJS.Timeout
+
+  constructor () {
+    this.sweep = setInterval(() => this.gc(), 60_000)
+    this.sweep.unref()
+  }
+
+  /** Counts one request for `bucket` if the window has room. */
+  hit (bucket: string, limit: number, nowMs = Date.now()): RateDecision {
+    const nowSec = Math.floor(nowMs / 1000)
+    let w = this.windows.get(bucket)
+    if (!w) { w = new Window(); w.sec = nowSec; this.windows.set(bucket, w) }
+    w.advance(nowSec)
+    if (w.total >= limit) {
+      const retryAfter = Math.max(1, w.oldestSecond(nowSec) + WINDOW - nowSec)
+      return { allowed: false, limit, remaining: 0, retryAfter }
+    }
+    w.counts[nowSec % WINDOW]++
+    w.total++
+    return { allowed: true, limit, remaining: limit - w.total, retryAfter: 0 }
+  }
+
+  private gc (): void {
+    const nowSec = Math.floor(Date.now() / 1000)
+    for (const [k, w] of this.windows) if (nowSec - w.sec >= WINDOW) this.windows.delete(k)
+  }
+
+  close (): void { clearInterval(this.sweep) }
+}

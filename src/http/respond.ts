@@ -1,0 +1,53 @@
+import type { HttpResponse } from 'uWebSockets.js'
+import { encode as toonEncode } from '@toon-format/toon'
+import { STATUS_CODES } from 'node:http'
+
+const statusLines = new Map<number, string>()
+/** `200 OK` style status lines, built once per code. */
+export function statusLine (status: number): string {
+  let s = statusLines.get(status)
+  if (!s) { s = `${status} ${STATUS_CODES[status] ?? 'Unknown'}`; statusLines.set(status, s) }
+  return s
+}
+
+export type Format = 'json' | 'toon'
+
+/** Content negotiation (SPEC.md 1.6): TOON only when the client asks for it. */
+export function negotiate (accept: string | undefined): Format {
+  return accept !== undefined && accept.includes('application/toon') ? 'toon' : 'json'
+}
+
+/** Serialisations of bodies returned repeatedly by identity (catalogue, pricing). */
+const cache = new WeakMap<object, { json?: Buffer; toon?: Buffer }>()
+
+export function serialize (body: unknown, format: Format, cacheable: boolean): Buffer {
+  if (cacheable && body !== null && typeof body === 'object') {
+    let c = cache.get(body)
+    if (!c) { c = {}; cache.set(body, c) }
+    return (c[format] ??= serializeNow(body, format))
+  }
+  return serializeNow(body, format)
+}
+
+function serializeNow (body: unknown, format: Format): Buffer {
+  if (format === 'toon') return Buffer.from(toonEncode(body as Parameters<typeof toonEncode>[0]))
+  return Buffer.from(JSON.stringify(body))
+}
+
+export const CONTENT_TYPE: Record<Format, string> = {
+  json: 'application/json; charset=utf-8',
+  toon: 'application/toon; charset=utf-8',
+}
+
+/**
+ * Writes a whole response in one cork (uWS: writes after an await must be corked).
+ * `closeConnection` is used when the request body was not consumed (413 mid-upload).
+ */
+export function writeResponse (res: HttpResponse, status: number, headers: Record<string, string>, body: Buffer | string | undefined, closeConnection = false): void {
+  res.cork(() => {
+    res.writeStatus(statusLine(status))
+    for (const k in headers) res.writeHeader(k, headers[k])
+    if (body === undefined) res.endWithoutBody(0, closeConnection)
+    else res.end(body, closeConnection)
+  })
+}

@@ -1,0 +1,172 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { ApiError } from '../../errors.js'
+import { createAccount, ledgerTotals, updateFlags } from '../../db/accounts.js'
+import { accountExists, insertAsset } from '../../db/admin.js'
+import { countActiveKeys } from '../../db/keys.js'
+import { tierOf } from '../auth.js'
+import type { Route, RouteContext } from '../route.js'
+import { intParam } from '../validate.js'
+import { Email, Password } from './auth.js'
+
+const CreateAccount = Type.Object({
+  email: Email,
+  password: Password,
+  verified: Type.Optional(Type.Boolean()),
+  credits: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000_000 })),
+})
+const Purchase = Type.Object({
+  credits: Type.Integer({ minimum: 1, maximum: 1_000_000_000 }),
+  currency: Type.Optional(Type.String({ minLength: 3, maxLength: 3 })),
+  amount: Type.Optional(Type.Number({ minimum: 0 })),
+})
+const Grant = Type.Object({ credits: Type.Integer({ minimum: 1, maximum: 1_000_000_000 }), note: Type.Optional(Type.String({ maxLength: 200 })) })
+const Patch = Type.Object({
+  banned: Type.Optional(Type.Boolean()),
+  email_verified: Type.Optional(Type.Boolean()),
+  credits_locked: Type.Optional(Type.Boolean()),
+  enterprise: Type.Optional(Type.Boolean()),
+})
+const Asset = Type.Object({ kind: Type.Union([Type.Literal('character'), Type.Literal('voice')]), name: Type.String({ minLength: 1, maxLength: 100 }) })
+
+export const AdminAccount = Type.Object({
+  user_id: Type.Integer(),
+  email: Type.String(),
+  credits: Type.Integer(),
+  tier: Type.String(),
+  has_purchased: Type.Boolean(),
+  enterprise: Type.Boolean(),
+  banned: Type.Boolean(),
+  email_verified: Type.Boolean(),
+  credits_locked: Type.Boolean(),
+  active_keys: Type.Integer(),
+  ledger: Type.Object({ entries: Type.Integer(), sum: Type.Integer(), by_kind: Type.Record(Type.String(), Type.Integer()) }),
+})
+const IdParams = Type.Object({ id: Type.Integer({ minimum: 1 }) })
+
+async function accountId (ctx: RouteContext): Promise<number> {
+  const id = intParam(ctx.params.id, 'id')
+  if (!(await accountExists(ctx.services.sql, id))) throw new ApiError('NOT_FOUND', `No account ${id}`)
+  return id
+}
+
+/** The operator's view of an account: balance from its actor, totals from the ledger. */
+export async function adminView (ctx: RouteContext, id: number): Promise<Static<typeof AdminAccount>> {
+  const s = ctx.services
+  const [v, ledger, active] = await Promise.all([
+    s.shards.ask(id, { type: 'account.get', accountId: id }),
+    ledgerTotals(s.sql, id),
+    countActiveKeys(s.sql, id),
+  ])
+  return {
+    user_id: v.id,
+    email: v.email,
+    credits: v.credits,
+    tier: tierOf({ enterprise: v.enterprise, hasPurchased: v.has_purchased }),
+    has_purchased: v.has_purchased,
+    enterprise: v.enterprise,
+    banned: v.banned,
+    email_verified: v.email_verified,
+    credits_locked: v.credits_locked,
+    active_keys: active,
+    ledger,
+  }
+}
+
+/** Operator API (DESIGN.md section 7): Authorization: Bearer <ADMIN_TOKEN>. */
+export const routes: Route[] = [
+  {
+    method: 'POST',
+    path: '/v1/admin/accounts',
+    auth: 'admin',
+    summary: 'Create an account (credits default 200, as a grant)',
+    tag: 'Operator',
+    errors: ['CONFLICT'],
+    schema: { body: CreateAccount, response: { 201: Type.Object({ user_id: Type.Integer(), email: Type.String(), credits: Type.Integer() }) } },
+    async handler (ctx) {
+      const b = ctx.body as Static<typeof CreateAccount>
+      const s = ctx.services
+      const a = await createAccount(s.sql, { email: b.email, passwordHash: await s.passwords.hash(b.password), verified: b.verified ?? false, credits: b.credits ?? 200, note: 'operator account creation' })
+      if (!a) throw new ApiError('CONFLICT', 'An account with this email already exists', { param: 'email' })
+      return { status: 201, body: { user_id: a.id, email: a.email, credits: a.credits } }
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/admin/accounts/:id',
+    auth: 'admin',
+    summary: 'Account with balance and ledger totals',
+    tag: 'Operator',
+    errors: ['INVALID_PARAM', 'NOT_FOUND'],
+    schema: { params: IdParams, response: { 200: AdminAccount } },
+    async handler (ctx) {
+      return { body: await adminView(ctx, await accountId(ctx)) }
+    },
+  },
+  {
+    method: 'POST',
+    path: '/v1/admin/accounts/:id/purchases',
+    auth: 'admin',
+    summary: 'Record a purchase: adds credits and upgrades the account\'s keys to pro on next use',
+    tag: 'Operator',
+    errors: ['INVALID_PARAM', 'NOT_FOUND'],
+    schema: { params: IdParams, body: Purchase, response: { 201: AdminAccount } },
+    async handler (ctx) {
+      const id = await accountId(ctx)
+      const b = ctx.body as Static<typeof Purchase>
+      await ctx.services.shards.ask(id, { type: 'account.credit', accountId: id, credits: b.credits, kind: 'purchase', note: 'purchase', currency: b.currency?.toUpperCase(), amount: b.amount })
+      ctx.services.auth.invalidateAccount(id)
+      return { status: 201, body: await adminView(ctx, id) }
+    },
+  },
+  {
+    method: 'POST',
+    path: '/v1/admin/accounts/:id/grants',
+    auth: 'admin',
+    summary: 'Grant credits (no tier change)',
+    tag: 'Operator',
+    errors: ['INVALID_PARAM', 'NOT_FOUND'],
+    schema: { params: IdParams, body: Grant, response: { 201: AdminAccount } },
+    async handler (ctx) {
+      const id = await accountId(ctx)
+      const b = ctx.body as Static<typeof Grant>
+      await ctx.services.shards.ask(id, { type: 'account.credit', accountId: id, credits: b.credits, kind: 'grant', note: b.note ?? 'operator grant' })
+      return { status: 201, body: await adminView(ctx, id) }
+    },
+  },
+  {
+    method: 'PATCH',
+    path: '/v1/admin/accounts/:id',
+    auth: 'admin',
+    summary: 'Set account flags: banned, email_verified, credits_locked, enterprise',
+    tag: 'Operator',
+    errors: ['INVALID_PARAM', 'NOT_FOUND'],
+    schema: { params: IdParams, body: Patch, response: { 200: AdminAccount } },
+    async handler (ctx) {
+      const id = intParam(ctx.params.id, 'id')
+      const ok = await updateFlags(ctx.services.sql, id, ctx.body as Static<typeof Patch>)
+      if (!ok) throw new ApiError('NOT_FOUND', `No account ${id}`)
+      ctx.services.auth.invalidateAccount(id)
+      await ctx.services.shards.ask(id, { type: 'account.reload', accountId: id })
+      return { body: await adminView(ctx, id) }
+    },
+  },
+  {
+    method: 'POST',
+    path: '/v1/admin/accounts/:id/assets',
+    auth: 'admin',
+    summary: 'Create a character or voice asset for gemini-omni',
+    tag: 'Operator',
+    errors: ['INVALID_PARAM', 'NOT_FOUND'],
+    schema: {
+      params: IdParams,
+      body: Asset,
+      response: { 201: Type.Object({ id: Type.Integer(), kind: Type.String(), name: Type.String(), created_at: Type.String({ format: 'date-time' }) }) },
+    },
+    async handler (ctx) {
+      const id = await accountId(ctx)
+      const b = ctx.body as Static<typeof Asset>
+      const a = await insertAsset(ctx.services.sql, id, b.kind, b.name)
+      return { status: 201, body: { id: a.id, kind: a.kind, name: a.name, created_at: a.created_at.toISOString() } }
+    },
+  },
+]

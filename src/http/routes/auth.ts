@@ -1,0 +1,97 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { ApiError } from '../../errors.js'
+import { createAccount, findAccountByEmail, findAccountById, setPassword } from '../../db/accounts.js'
+import { signSession } from '../jwt.js'
+import type { Route } from '../route.js'
+
+/** Free credits granted at signup (SPEC.md 1.8), as a `grant` ledger entry. */
+export const SIGNUP_CREDITS = 200
+
+export const Email = Type.String({ format: 'email', minLength: 3, maxLength: 254 })
+export const Password = Type.String({ minLength: 8, maxLength: 200 })
+
+const Signup = Type.Object({ email: Email, password: Password })
+const Login = Type.Object({ email: Type.String({ minLength: 1, maxLength: 254 }), password: Type.String({ minLength: 1, maxLength: 200 }) })
+const ChangePassword = Type.Object({ current_password: Type.String({ minLength: 1, maxLength: 200 }), new_password: Password })
+const Token = Type.Object({ token: Type.String(), token_type: Type.Literal('Bearer'), expires_in: Type.Integer() })
+const Me = Type.Object({ user_id: Type.Integer(), email: Type.String(), credits: Type.Integer() })
+
+// Verified against when the email is unknown, so a miss costs the same time as a hit.
+let dummyHash: Promise<string> | null = null
+
+/** Session routes (DESIGN.md section 7) and GET /v1/auth/me (SPEC.md 4.2). */
+export const routes: Route[] = [
+  {
+    method: 'POST',
+    path: '/v1/auth/signup',
+    auth: 'public',
+    summary: 'Create an account (200 free credits, email unverified)',
+    tag: 'Sessions',
+    errors: ['CONFLICT'],
+    schema: { body: Signup, response: { 201: Type.Object({ user_id: Type.Integer(), email: Type.String() }) } },
+    async handler (ctx) {
+      const b = ctx.body as Static<typeof Signup>
+      const s = ctx.services
+      const a = await createAccount(s.sql, { email: b.email, passwordHash: await s.passwords.hash(b.password), verified: false, credits: SIGNUP_CREDITS, note: 'signup free credits' })
+      if (!a) throw new ApiError('CONFLICT', 'An account with this email already exists', { param: 'email' })
+      return { status: 201, body: { user_id: a.id, email: a.email } }
+    },
+  },
+  {
+    method: 'POST',
+    path: '/v1/auth/login',
+    auth: 'public',
+    summary: 'Exchange email and password for a session JWT',
+    tag: 'Sessions',
+    errors: ['INVALID_CREDENTIALS'],
+    schema: { body: Login, response: { 200: Token } },
+    async handler (ctx) {
+      const b = ctx.body as Static<typeof Login>
+      const s = ctx.services
+      const a = await findAccountByEmail(s.sql, b.email)
+      if (!a) {
+        dummyHash ??= s.passwords.hash('not-a-real-password')
+        await s.passwords.verify(b.password, await dummyHash)
+        throw new ApiError('INVALID_CREDENTIALS')
+      }
+      if (!(await s.passwords.verify(b.password, a.password_hash))) throw new ApiError('INVALID_CREDENTIALS')
+      const { token, expires_in } = signSession(s.jwtSecret, a.id)
+      return { body: { token, token_type: 'Bearer', expires_in } }
+    },
+  },
+  {
+    method: 'POST',
+    path: '/v1/auth/password',
+    auth: 'session',
+    summary: 'Change the password; every session issued before it stops working (PASSWORD_CHANGED)',
+    tag: 'Sessions',
+    errors: ['INVALID_CREDENTIALS'],
+    schema: { body: ChangePassword, response: { 200: Type.Object({ changed: Type.Literal(true), token: Type.String(), token_type: Type.Literal('Bearer'), expires_in: Type.Integer() }) } },
+    async handler (ctx) {
+      const b = ctx.body as Static<typeof ChangePassword>
+      const s = ctx.services
+      const id = ctx.caller!.accountId
+      const a = await findAccountById(s.sql, id)
+      if (!a) throw new ApiError('USER_NOT_FOUND')
+      if (!(await s.passwords.verify(b.current_password, a.password_hash))) throw new ApiError('INVALID_CREDENTIALS', 'current_password is wrong', { param: 'current_password' })
+      const now = Date.now()
+      await setPassword(s.sql, id, await s.passwords.hash(b.new_password), new Date(now))
+      s.auth.invalidateAccount(id)
+      // A fresh session issued at the change instant stays valid; older ones do not.
+      const { token, expires_in } = signSession(s.jwtSecret, id, now)
+      return { body: { changed: true, token, token_type: 'Bearer', expires_in } }
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/auth/me',
+    auth: 'key',
+    summary: 'The caller: user id, email and credit balance',
+    tag: 'Sessions',
+    schema: { response: { 200: Me } },
+    async handler (ctx) {
+      const v = await ctx.services.shards.ask(ctx.caller!.accountId, { type: 'account.get', accountId: ctx.caller!.accountId })
+      return { body: { user_id: v.id, email: v.email, credits: v.credits } }
+    },
+  },
+]

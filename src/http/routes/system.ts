@@ -1,0 +1,88 @@
+import { createHash } from 'node:crypto'
+import { Type } from '@sinclair/typebox'
+import type { Route } from '../route.js'
+import type { Services } from '../../services.js'
+
+const Health = Type.Object({
+  status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')]),
+  service: Type.String(),
+  version: Type.String(),
+  timestamp: Type.String({ format: 'date-time' }),
+  checks: Type.Object({ database: Type.String() }),
+})
+
+let last: { at: number; ok: boolean } | null = null
+let probing: Promise<boolean> | null = null
+
+/** `SELECT 1` with a 2 s budget; results are reused for 500 ms so a load balancer's probes stay cheap. */
+async function databaseUp (s: Services): Promise<boolean> {
+  if (last && Date.now() - last.at < 500) return last.ok
+  probing ??= (async () => {
+    let timer: NodeJS.Timeout | undefined
+    try {
+      await Promise.race([
+        s.sql`SELECT 1`,
+        new Promise((_resolve, reject) => { timer = setTimeout(() => reject(new Error('timeout')), 2000) }),
+      ])
+      return true
+    } catch { return false } finally {
+      clearTimeout(timer)
+    }
+  })()
+  try {
+    const ok = await probing
+    last = { at: Date.now(), ok }
+    return ok
+  } finally { probing = null }
+}
+
+/** GET /v1/health and GET /v1/openapi.json (SPEC.md 4.1). */
+export function systemRoutes (openapi: () => unknown): Route[] {
+  return [
+    {
+      method: 'GET',
+      path: '/v1/health',
+      auth: 'public',
+      summary: 'Service health; 503 with status degraded when PostgreSQL is unreachable',
+      tag: 'System',
+      schema: { response: { 200: Health, 503: Health } },
+      async handler (ctx) {
+        const ok = await databaseUp(ctx.services)
+        return {
+          status: ok ? 200 : 503,
+          headers: { 'Cache-Control': 'no-store' },
+          body: {
+            status: ok ? 'ok' : 'degraded',
+            service: 'genjobs',
+            version: ctx.services.version,
+            timestamp: new Date().toISOString(),
+            checks: { database: ok ? 'ok' : 'unreachable' },
+          },
+        }
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/openapi.json',
+      auth: 'public',
+      summary: 'OpenAPI 3.1 description with the x-error-codes table',
+      tag: 'System',
+      handler () {
+        const doc = openapi() as object
+        return { body: doc, etag: etagOf(doc), headers: { 'Cache-Control': 'public, max-age=300' } }
+      },
+    },
+  ]
+}
+
+const etags = new WeakMap<object, string>()
+function etagOf (doc: object): string {
+  let e = etags.get(doc)
+  if (!e) {
+    e = `"${createHashHex(JSON.stringify(doc)).slice(0, 27)}"`
+    etags.set(doc, e)
+  }
+  return e
+}
+
+function createHashHex (s: string): string { return createHash('sha256').update(s).digest('base64url') }

@@ -1,0 +1,262 @@
+import uWS, { type HttpRequest, type HttpResponse, type TemplatedApp } from 'uWebSockets.js'
+import { randomBytes } from 'node:crypto'
+import type { ValidateFunction } from 'ajv'
+import { ApiError } from '../errors.js'
+import type { Services } from '../services.js'
+import { JSON_BODY_LIMIT, parseJson, readBody } from './body.js'
+import { CONTENT_TYPE, negotiate, serialize, writeResponse, type Format } from './respond.js'
+import type { Caller, Reply, Route, RouteContext } from './route.js'
+import { check, compileBody, compileQuery } from './validate.js'
+
+const BODY_METHODS = new Set(['POST', 'PATCH', 'PUT'])
+const REQUEST_ID_RE = /^[A-Za-z0-9._-]{1,128}$/
+const idPrefix = randomBytes(4).toString('hex')
+let idCounter = 0
+
+interface Compiled {
+  route: Route
+  paramNames: string[]
+  body?: ValidateFunction
+  query?: ValidateFunction
+}
+
+/** Per-request state kept by the pipeline; `aborted` is set by uWS's onAborted. */
+interface Exchange {
+  res: HttpResponse
+  aborted: boolean
+  format: Format
+  requestId: string
+  started: number
+  caller: Caller | null
+  rate: { limit: number; remaining: number } | null
+}
+
+/**
+ * The uWebSockets.js front end (DESIGN.md section 2): one App on the main thread, routes from
+ * src/http/routes/*. uWS rules kept here: onAborted is registered before any await, the
+ * HttpRequest is copied before the first await, and every write after an await is corked.
+ */
+export class HttpServer {
+  readonly app: TemplatedApp
+  private listenSocket: uWS.us_listen_socket | null = null
+  private inFlight = 0
+  private drainWaiters: Array<() => void> = []
+  private closing = false
+
+  constructor (private readonly services: Services, routes: Route[]) {
+    this.app = uWS.App()
+    for (const route of routes) this.register(route)
+    this.app.options('/*', (res) => {
+      res.writeStatus('204 No Content')
+      res.writeHeader('Access-Control-Allow-Origin', '*')
+      res.writeHeader('Access-Control-Allow-Methods', 'GET, POST, PATCH, DELETE, OPTIONS')
+      res.writeHeader('Access-Control-Allow-Headers', 'Authorization, X-API-Key, Content-Type, Idempotency-Key, Last-Event-ID, Accept')
+      res.writeHeader('Access-Control-Max-Age', '600')
+      res.endWithoutBody(0)
+    })
+    this.app.any('/*', (res, req) => {
+      const ex = this.begin(res, req)
+      const method = req.getCaseSensitiveMethod ? req.getCaseSensitiveMethod() : req.getMethod().toUpperCase()
+      const url = req.getUrl()
+      this.fail(ex, new ApiError('NOT_FOUND', `No route for ${method} ${url}`), method, url)
+    })
+  }
+
+  private register (route: Route): void {
+    const c: Compiled = {
+      route,
+      paramNames: (route.path.match(/:[A-Za-z_]+/g) ?? []).map(p => p.slice(1)),
+      body: route.schema?.body && !route.rawBody ? compileBody(route.schema.body) : undefined,
+      query: route.schema?.query ? compileQuery(route.schema.query) : undefined,
+    }
+    const handler = (res: HttpResponse, req: HttpRequest) => this.handle(c, res, req)
+    switch (route.method) {
+      case 'GET': this.app.get(route.path, handler); break
+      case 'POST': this.app.post(route.path, handler); break
+      case 'PATCH': this.app.patch(route.path, handler); break
+      case 'PUT': this.app.put(route.path, handler); break
+      case 'DELETE': this.app.del(route.path, handler); break
+    }
+  }
+
+  private begin (res: HttpResponse, req: HttpRequest): Exchange {
+    const ex: Exchange = { res, aborted: false, format: 'json', requestId: '', started: performance.now(), caller: null, rate: null }
+    res.onAborted(() => { ex.aborted = true })
+    const given = req.getHeader('x-request-id')
+    ex.requestId = given !== '' && REQUEST_ID_RE.test(given) ? given : `req_${idPrefix}${(++idCounter).toString(36)}`
+    ex.format = negotiate(req.getHeader('accept') || undefined)
+    return ex
+  }
+
+  private handle (c: Compiled, res: HttpResponse, req: HttpRequest): void {
+    const ex = this.begin(res, req)
+    // Copy everything from HttpRequest now: it is invalid after this function returns.
+    const headers: Record<string, string> = {}
+    req.forEach((k, v) => { headers[k] = v })
+    const params: Record<string, string> = {}
+    for (let i = 0; i < c.paramNames.length; i++) params[c.paramNames[i]] = decodeURIComponent(req.getParameter(i) ?? '')
+    const path = req.getUrl()
+    const query = new URLSearchParams(req.getQuery() ?? '')
+    const ip = Buffer.from(res.getRemoteAddressAsText()).toString()
+
+    if (this.closing) {
+      this.fail(ex, new ApiError('SERVICE_UNAVAILABLE', 'Server is shutting down'), c.route.method, c.route.path)
+      return
+    }
+
+    let body: Promise<Buffer> | undefined
+    if (BODY_METHODS.has(c.route.method) && !c.route.rawBody) {
+      const declared = Number(headers['content-length'])
+      if (Number.isFinite(declared) && declared > JSON_BODY_LIMIT) {
+        this.fail(ex, new ApiError('PAYLOAD_TOO_LARGE', `JSON body exceeds ${JSON_BODY_LIMIT} bytes`), c.route.method, c.route.path, true)
+        return
+      }
+      body = readBody(res, JSON_BODY_LIMIT)
+    }
+
+    const ctx: RouteContext = {
+      method: c.route.method,
+      path,
+      params,
+      query,
+      headers,
+      body: undefined,
+      caller: null,
+      requestId: ex.requestId,
+      ip,
+      services: this.services,
+      meter: { credits: 0 },
+      res: c.route.rawBody ? res : undefined,
+    }
+    this.inFlight++
+    this.run(c, ex, ctx, body)
+      .catch((err) => this.fail(ex, err, c.route.method, c.route.path, err instanceof ApiError && err.code === 'PAYLOAD_TOO_LARGE', ctx))
+      .finally(() => {
+        if (--this.inFlight === 0 && this.drainWaiters.length > 0) for (const w of this.drainWaiters.splice(0)) w()
+      })
+  }
+
+  private async run (c: Compiled, ex: Exchange, ctx: RouteContext, body: Promise<Buffer> | undefined): Promise<void> {
+    const route = c.route
+    let raw: Buffer | undefined
+    if (body !== undefined) raw = await body
+    if (route.auth !== 'public') {
+      const caller = await this.services.auth.authenticate(route, ctx.headers, ctx.query)
+      ex.caller = caller
+      ctx.caller = caller
+      if (caller.kind !== 'admin') {
+        const limit = this.services.config.tierLimits[caller.tier].rpm
+        const d = this.services.limiter.hit(caller.bucket, limit)
+        ex.rate = { limit: d.limit, remaining: d.remaining }
+        if (!d.allowed) {
+          const e = new ApiError('RATE_LIMIT_EXCEEDED', `Rate limit of ${limit} requests per minute exceeded; retry in ${d.retryAfter} s`, { retry_after: d.retryAfter })
+          e.headers = { 'Retry-After': String(d.retryAfter) }
+          throw e
+        }
+      }
+    }
+    if (raw !== undefined) {
+      const parsed = parseJson(raw)
+      ctx.body = c.body ? check(c.body, parsed ?? {}, 'body') : parsed
+    }
+    if (c.query) {
+      const q: Record<string, string> = {}
+      for (const [k, v] of ctx.query) q[k] = v
+      check(c.query, q, 'query')
+      ctx.query = new URLSearchParams(Object.entries(q).map(([k, v]) => [k, String(v)]))
+    }
+    const reply = await route.handler(ctx)
+    this.send(ex, reply, ctx)
+  }
+
+  private baseHeaders (ex: Exchange): Record<string, string> {
+    const h: Record<string, string> = {
+      'X-Request-Id': ex.requestId,
+      'Access-Control-Allow-Origin': '*',
+    }
+    if (ex.rate) {
+      h['X-RateLimit-Limit'] = String(ex.rate.limit)
+      h['X-RateLimit-Remaining'] = String(ex.rate.remaining)
+    }
+    return h
+  }
+
+  private send (ex: Exchange, reply: Reply, ctx: RouteContext): void {
+    if (reply.status === -1) { this.finish(ex, 200, ctx.method, ctx, ctx.path); return } // handler streamed its own answer
+    const status = reply.status ?? 200
+    const headers = this.baseHeaders(ex)
+    if (reply.headers) Object.assign(headers, reply.headers)
+    if (reply.etag) {
+      headers.ETag = reply.etag
+      const inm = ctx.headers['if-none-match']
+      if (inm !== undefined && inm.split(',').some(t => t.trim().replace(/^W\//, '') === reply.etag)) {
+        if (!ex.aborted) writeResponse(ex.res, 304, headers, undefined)
+        this.finish(ex, 304, ctx.method, ctx, ctx.path)
+        return
+      }
+    }
+    let payload: Buffer | undefined
+    if (reply.body !== undefined) {
+      payload = serialize(reply.body, ex.format, reply.etag !== undefined)
+      headers['Content-Type'] = CONTENT_TYPE[ex.format]
+      if (ex.format === 'toon') headers['X-TOON-Dict'] = 'none'
+    }
+    if (!ex.aborted) writeResponse(ex.res, status, headers, payload ?? (status === 204 ? undefined : Buffer.alloc(0)))
+    this.finish(ex, status, ctx.method, ctx, ctx.path)
+  }
+
+  private fail (ex: Exchange, err: unknown, method: string, endpoint: string, closeConnection = false, ctx?: RouteContext): void {
+    let e: ApiError
+    if (err instanceof ApiError) e = err
+    else {
+      this.services.log.error({ err, reqId: ex.requestId }, 'unhandled error')
+      e = new ApiError('INTERNAL_ERROR')
+    }
+    const headers = this.baseHeaders(ex)
+    if (e.headers) Object.assign(headers, e.headers)
+    headers['Content-Type'] = CONTENT_TYPE[ex.format]
+    if (ex.format === 'toon') headers['X-TOON-Dict'] = 'none'
+    if (!ex.aborted) writeResponse(ex.res, e.status, headers, serialize(e.toJSON(), ex.format, false), closeConnection)
+    this.finish(ex, e.status, method, ctx, endpoint)
+  }
+
+  private finish (ex: Exchange, status: number, method: string, ctx: RouteContext | undefined, endpoint: string): void {
+    const ms = performance.now() - ex.started
+    const { log, metering } = this.services
+    if (log.isLevelEnabled('info')) log.info({ reqId: ex.requestId, method, url: ctx?.path ?? endpoint, status, ms: Math.round(ms * 100) / 100 }, 'request')
+    metering.record({
+      at: new Date(),
+      account_id: ex.caller && ex.caller.kind !== 'admin' ? ex.caller.accountId : null,
+      key_id: ex.caller?.keyId ?? null,
+      method,
+      endpoint,
+      status,
+      credits: ctx?.meter.credits ?? 0,
+      latency_ms: ms,
+      request_id: ex.requestId,
+    })
+  }
+
+  listen (host: string, port: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.app.listen(host, port, (sock) => {
+        if (!sock) { reject(new Error(`could not listen on ${host}:${port}`)); return }
+        this.listenSocket = sock
+        resolve(uWS.us_socket_local_port(sock))
+      })
+    })
+  }
+
+  /** Stops accepting connections and waits (up to `timeoutMs`) for requests in flight. */
+  async close (timeoutMs = 10_000): Promise<void> {
+    this.closing = true
+    if (this.listenSocket) { uWS.us_listen_socket_close(this.listenSocket); this.listenSocket = null }
+    if (this.inFlight > 0) {
+      await Promise.race([
+        new Promise<void>(resolve => this.drainWaiters.push(resolve)),
+        new Promise<void>(resolve => setTimeout(resolve, timeoutMs).unref()),
+      ])
+    }
+    ;(this.app as unknown as { close?: () => void }).close?.()
+  }
+}

@@ -1,0 +1,71 @@
+import type { Logger } from 'pino'
+import type { Sql } from './db/connect.js'
+import { pruneMetering, writeMeterBatch, type MeterRow } from './db/metering.js'
+import { touchKeys } from './db/keys.js'
+
+const MAX_BUFFER = 200_000
+
+/**
+ * Records every request off the response's critical path (issue 2 item 10): rows are
+ * buffered in memory and written in one batch per second (or sooner when many queue).
+ * Key last_used_at times ride along. Rows survive a failed flush up to MAX_BUFFER.
+ */
+export class Metering {
+  private buf: MeterRow[] = []
+  private flushing: Promise<void> | null = null
+  private readonly timer: NodeJS.Timeout
+  private readonly pruneTimer: NodeJS.Timeout
+  dropped = 0
+
+  constructor (
+    private readonly sql: Sql,
+    private readonly log: Logger,
+    private readonly lastUsed: Map<number, number>,
+    retentionDays: number,
+    intervalMs = 1000,
+  ) {
+    this.timer = setInterval(() => { void this.flush() }, intervalMs)
+    this.timer.unref()
+    const prune = () => { pruneMetering(sql, retentionDays).catch(() => {}) }
+    this.pruneTimer = setInterval(prune, 3600_000)
+    this.pruneTimer.unref()
+  }
+
+  record (row: MeterRow): void {
+    this.buf.push(row)
+    if (this.buf.length >= 5000) void this.flush()
+  }
+
+  /** Writes what is buffered; concurrent callers share the flush in progress. */
+  async flush (): Promise<void> {
+    if (this.flushing) return this.flushing
+    if (this.buf.length === 0 && this.lastUsed.size === 0) return
+    const rows = this.buf
+    this.buf = []
+    const used = [...this.lastUsed]
+    this.lastUsed.clear()
+    this.flushing = (async () => {
+      try {
+        await writeMeterBatch(this.sql, rows)
+        await touchKeys(this.sql, used)
+      } catch (err) {
+        this.log.warn({ err: String(err), rows: rows.length }, 'metering flush failed; will retry')
+        this.buf = rows.concat(this.buf)
+        if (this.buf.length > MAX_BUFFER) {
+          this.dropped += this.buf.length - MAX_BUFFER
+          this.buf = this.buf.slice(this.buf.length - MAX_BUFFER)
+        }
+      } finally {
+        this.flushing = null
+      }
+    })()
+    return this.flushing
+  }
+
+  async close (): Promise<void> {
+    clearInterval(this.timer)
+    clearInterval(this.pruneTimer)
+    await this.flush()
+    if (this.buf.length > 0) await this.flush()
+  }
+}

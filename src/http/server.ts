@@ -108,7 +108,7 @@ export class HttpServer {
     if (BODY_METHODS.has(c.route.method) && !c.route.rawBody) {
       const declared = Number(headers['content-length'])
       if (Number.isFinite(declared) && declared > JSON_BODY_LIMIT) {
-        this.fail(ex, new ApiError('PAYLOAD_TOO_LARGE', `JSON body exceeds ${JSON_BODY_LIMIT} bytes`), c.route.method, c.route.path, true)
+        this.fail(ex, new ApiError('PAYLOAD_TOO_LARGE', `JSON body exceeds ${JSON_BODY_LIMIT} bytes`), c.route.method, c.route.path)
         return
       }
       body = readBody(res, JSON_BODY_LIMIT)
@@ -130,7 +130,7 @@ export class HttpServer {
     }
     this.inFlight++
     this.run(c, ex, ctx, body)
-      .catch((err) => this.fail(ex, err, c.route.method, c.route.path, err instanceof ApiError && err.code === 'PAYLOAD_TOO_LARGE', ctx))
+      .catch((err) => this.fail(ex, err, c.route.method, c.route.path, false, ctx))
       .finally(() => {
         if (--this.inFlight === 0 && this.drainWaiters.length > 0) for (const w of this.drainWaiters.splice(0)) w()
       })
@@ -187,9 +187,11 @@ export class HttpServer {
     const headers = this.baseHeaders(ex)
     if (reply.headers) Object.assign(headers, reply.headers)
     if (reply.etag) {
-      headers.ETag = reply.etag
+      // One representation per format: the tag carries the format so caches never mix them.
+      headers.ETag = ex.format === 'json' ? reply.etag : reply.etag.replace(/"$/, `-${ex.format}"`)
+      headers.Vary = 'Accept'
       const inm = ctx.headers['if-none-match']
-      if (inm !== undefined && inm.split(',').some(t => t.trim().replace(/^W\//, '') === reply.etag)) {
+      if (inm !== undefined && inm.split(',').some(t => t.trim().replace(/^W\//, '') === headers.ETag)) {
         if (!ex.aborted) writeResponse(ex.res, 304, headers, undefined)
         this.finish(ex, 304, ctx.method, ctx, ctx.path)
         return

@@ -16,6 +16,7 @@ import { HttpServer } from './http/server.js'
 import { Metering } from './metering.js'
 import type { Services } from './services.js'
 import { Passwords } from './util/passwords.js'
+import { createStorage } from './storage/index.js'
 
 export interface App {
   port: number
@@ -91,7 +92,8 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const passwords = new Passwords()
   const limiter = new RateLimiter()
   const metering = new Metering(sql, log, auth.lastUsed, config.meteringRetentionDays)
-  const services: Services = { config, sql, shards, auth, passwords, jwtSecret, log, metering, limiter, version: await readVersion() }
+  const storage = await createStorage(config)
+  const services: Services = { config, sql, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, version: await readVersion() }
 
   let doc: unknown = null
   const routes = allRoutes(() => doc, opts.routes)

@@ -6,6 +6,7 @@ import type { Authenticator } from './http/auth.js'
 import type { RateLimiter } from './http/rate-limit.js'
 import type { Passwords } from './util/passwords.js'
 import type { Metering } from './metering.js'
+import type { Storage } from './storage/storage.js'
 
 /** What route handlers can use. Built once by src/app.ts. */
 export interface Services {
@@ -19,6 +20,8 @@ export interface Services {
   log: Logger
   metering: Metering
   limiter: RateLimiter
+  /** Media storage (results, uploads). */
+  storage: Storage
   /** Version string of this build (package.json). */
   version: string
 }

@@ -1,5 +1,6 @@
 import type { TSchema } from '@sinclair/typebox'
 import type { HttpResponse } from 'uWebSockets.js'
+import type { Readable } from 'node:stream'
 import type { Services } from '../services.js'
 
 /** Who may call a route. `key` also admits a session JWT (the dashboard); `session` only a JWT. */
@@ -34,8 +35,16 @@ export interface RouteContext {
   services: Services
   /** Credits charged by this request, for metering. Handlers set it. */
   meter: { credits: number }
-  /** The raw uWS response, only for `rawBody` / streaming routes (uploads, SSE). */
+  /** The raw uWS response, only for `rawBody` / streaming routes (uploads, files, SSE). */
   res?: HttpResponse
+  /** The request body as a stream, for `rawBody` POST/PATCH/PUT routes (uploads). */
+  bodyStream?: Readable
+  /** True once the client went away (uWS onAborted). Check it before every write after an await. */
+  aborted: () => boolean
+  /** Runs `fn` when the client goes away (streaming handlers free their resources here). */
+  onAborted: (fn: () => void) => void
+  /** For raw handlers: the headers the front end adds to every response (X-Request-Id, rate limits, CORS). */
+  baseHeaders: () => Record<string, string>
 }
 
 /** A handler answer. `body` objects returned repeatedly by identity are serialised once. */
@@ -67,7 +76,13 @@ export interface Route {
   tag: string
   /** Error codes this route can answer besides the generic ones (for OpenAPI). */
   errors?: string[]
-  /** Raw body: the handler reads the request itself (uploads). Not JSON-parsed. */
+  /**
+   * Raw: the front end neither reads the body nor writes the answer. The handler gets `ctx.res`,
+   * reads the body itself (uploads) and/or writes its own response (files, SSE), corking every
+   * write after an await, then returns `{ status: -1 }` (or `{ status }` of what it wrote, for
+   * metering: `{ status: -1 }` meters as 200). Throwing an ApiError before the first write still
+   * gets the normal envelope.
+   */
   rawBody?: boolean
   /** OpenAPI `content` of a raw body (multipart uploads). */
   rawBodySchema?: Record<string, unknown>

@@ -1,5 +1,6 @@
 import uWS, { type HttpRequest, type HttpResponse, type TemplatedApp } from 'uWebSockets.js'
 import { randomBytes } from 'node:crypto'
+import { Readable } from 'node:stream'
 import type { ValidateFunction } from 'ajv'
 import { ApiError } from '../errors.js'
 import type { Services } from '../services.js'
@@ -7,6 +8,26 @@ import { JSON_BODY_LIMIT, parseJson, readBody } from './body.js'
 import { CONTENT_TYPE, negotiate, serialize, writeResponse, type Format } from './respond.js'
 import type { Caller, Reply, Route, RouteContext } from './route.js'
 import { check, compileBody, compileQuery } from './validate.js'
+
+/**
+ * A raw request body as a Readable, attached before the first await (uWS drops data that
+ * arrives with no onData handler). Backpressure: the socket is paused while the stream's
+ * buffer is full and resumed when the consumer reads.
+ */
+function streamBody (res: HttpResponse): Readable {
+  let paused = false
+  let ended = false
+  const stream = new Readable({
+    highWaterMark: 256 * 1024,
+    read () { if (paused && !ended) { paused = false; res.resume() } },
+  })
+  res.onData((ab, isLast) => {
+    if (ended) return
+    const more = stream.push(Buffer.from(ab.slice(0)))
+    if (isLast) { ended = true; stream.push(null) } else if (!more && !paused) { paused = true; res.pause() }
+  })
+  return stream
+}
 
 const BODY_METHODS = new Set(['POST', 'PATCH', 'PUT'])
 const REQUEST_ID_RE = /^[A-Za-z0-9._-]{1,128}$/
@@ -29,6 +50,9 @@ interface Exchange {
   started: number
   caller: Caller | null
   rate: { limit: number; remaining: number } | null
+  abortHooks: Array<() => void> | null
+  /** A raw handler started writing: errors can no longer be sent as an envelope. */
+  wrote: boolean
 }
 
 /**
@@ -80,8 +104,11 @@ export class HttpServer {
   }
 
   private begin (res: HttpResponse, req: HttpRequest): Exchange {
-    const ex: Exchange = { res, aborted: false, format: 'json', requestId: '', started: performance.now(), caller: null, rate: null }
-    res.onAborted(() => { ex.aborted = true })
+    const ex: Exchange = { res, aborted: false, format: 'json', requestId: '', started: performance.now(), caller: null, rate: null, abortHooks: null, wrote: false }
+    res.onAborted(() => {
+      ex.aborted = true
+      if (ex.abortHooks) for (const fn of ex.abortHooks.splice(0)) { try { fn() } catch {} }
+    })
     const given = req.getHeader('x-request-id')
     ex.requestId = given !== '' && REQUEST_ID_RE.test(given) ? given : `req_${idPrefix}${(++idCounter).toString(36)}`
     ex.format = negotiate(req.getHeader('accept') || undefined)
@@ -114,6 +141,9 @@ export class HttpServer {
       body = readBody(res, JSON_BODY_LIMIT)
     }
 
+    let bodyStream: Readable | undefined
+    if (BODY_METHODS.has(c.route.method) && c.route.rawBody) bodyStream = streamBody(res)
+
     const ctx: RouteContext = {
       method: c.route.method,
       path,
@@ -127,6 +157,10 @@ export class HttpServer {
       services: this.services,
       meter: { credits: 0 },
       res: c.route.rawBody ? res : undefined,
+      bodyStream,
+      aborted: () => ex.aborted,
+      onAborted: (fn) => { if (ex.aborted) fn(); else (ex.abortHooks ??= []).push(fn) },
+      baseHeaders: () => { ex.wrote = true; return this.baseHeaders(ex) },
     }
     this.inFlight++
     this.run(c, ex, ctx, body)
@@ -182,7 +216,10 @@ export class HttpServer {
   }
 
   private send (ex: Exchange, reply: Reply, ctx: RouteContext): void {
-    if (reply.status === -1) { this.finish(ex, 200, ctx.method, ctx, ctx.path); return } // handler streamed its own answer
+    if (ctx.res !== undefined && (reply.status === -1 || ex.wrote)) { // a raw handler wrote its own answer
+      this.finish(ex, reply.status === -1 || reply.status === undefined ? 200 : reply.status, ctx.method, ctx, ctx.path)
+      return
+    }
     const status = reply.status ?? 200
     const headers = this.baseHeaders(ex)
     if (reply.headers) Object.assign(headers, reply.headers)
@@ -213,6 +250,12 @@ export class HttpServer {
     else {
       this.services.log.error({ err, reqId: ex.requestId }, 'unhandled error')
       e = new ApiError('INTERNAL_ERROR')
+    }
+    if (ex.wrote) {
+      // A raw handler failed after it started its answer: all that is left is to cut the connection.
+      if (!ex.aborted) { ex.aborted = true; ex.res.cork(() => ex.res.close()) }
+      this.finish(ex, e.status, method, ctx, endpoint)
+      return
     }
     const headers = this.baseHeaders(ex)
     if (e.headers) Object.assign(headers, e.headers)

@@ -40,7 +40,9 @@ function decodeJsonPart (part: string): Record<string, unknown> | null {
  */
 export function verifySession (secret: string, token: string, now = Date.now()): SessionClaims {
   const parts = token.split('.')
-  if (parts.length !== 3 || !parts.every(p => p.length > 0 && B64URL.test(p))) {
+  // An empty signature is structurally valid (an unsecured `alg: none` JWT, RFC 7519 6.1):
+  // it is refused below as TOKEN_INVALID, not as malformed.
+  if (parts.length !== 3 || !B64URL.test(parts[0]) || !B64URL.test(parts[1]) || (parts[2] !== '' && !B64URL.test(parts[2]))) {
     throw new ApiError('TOKEN_MALFORMED')
   }
   const header = decodeJsonPart(parts[0])

@@ -60,8 +60,11 @@ export async function setPassword (sql: Q, id: number, passwordHash: string, cha
 
 export interface AccountFlags { banned?: boolean; email_verified?: boolean; credits_locked?: boolean; enterprise?: boolean }
 
+const FLAG_COLUMNS: ReadonlySet<string> = new Set(['banned', 'email_verified', 'credits_locked', 'enterprise'])
+
 export async function updateFlags (sql: Q, id: number, f: AccountFlags): Promise<boolean> {
-  const cols = Object.fromEntries(Object.entries(f).filter(([, v]) => typeof v === 'boolean'))
+  // Only the four flag columns: the keys become column names in the UPDATE.
+  const cols = Object.fromEntries(Object.entries(f).filter(([k, v]) => FLAG_COLUMNS.has(k) && typeof v === 'boolean'))
   if (Object.keys(cols).length === 0) {
     const r = await sql`SELECT 1 FROM accounts WHERE id = ${id}`
     return r.length > 0

@@ -20,12 +20,13 @@ const Purchase = Type.Object({
   amount: Type.Optional(Type.Number({ minimum: 0 })),
 })
 const Grant = Type.Object({ credits: Type.Integer({ minimum: 1, maximum: 1_000_000_000 }), note: Type.Optional(Type.String({ maxLength: 200 })) })
+// Closed: an unknown (or misspelt) flag is a 400, never silently ignored or written.
 const Patch = Type.Object({
   banned: Type.Optional(Type.Boolean()),
   email_verified: Type.Optional(Type.Boolean()),
   credits_locked: Type.Optional(Type.Boolean()),
   enterprise: Type.Optional(Type.Boolean()),
-})
+}, { additionalProperties: false })
 const Asset = Type.Object({ kind: Type.Union([Type.Literal('character'), Type.Literal('voice')]), name: Type.String({ minLength: 1, maxLength: 100 }) })
 
 export const AdminAccount = Type.Object({

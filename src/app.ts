@@ -16,6 +16,7 @@ import { HttpServer } from './http/server.js'
 import { Metering } from './metering.js'
 import type { Services } from './services.js'
 import { Passwords } from './util/passwords.js'
+import { JobCache } from './jobs/cache.js'
 import { createStorage } from './storage/index.js'
 
 export interface App {
@@ -80,11 +81,13 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   }
   const jwtSecret = config.jwtSecret ?? (await persistedSecret(config.dataDir, 'jwt-secret')).value
 
+  const jobs = new JobCache()
   const shards = new ShardPool({
     shards: config.shards,
     databaseUrl,
-    logLevel: config.logLevel,
+    config,
     onLog: (level, msg) => log[level](msg),
+    onEvent: (ev) => { if (ev.type === 'job.updated') jobs.update(ev.accountId, ev.job) },
   })
   await shards.ready()
 
@@ -93,7 +96,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const limiter = new RateLimiter()
   const metering = new Metering(sql, log, auth.lastUsed, config.meteringRetentionDays)
   const storage = await createStorage(config)
-  const services: Services = { config, sql, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, version: await readVersion() }
+  const services: Services = { config, sql, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, version: await readVersion() }
 
   let doc: unknown = null
   const routes = allRoutes(() => doc, opts.routes)

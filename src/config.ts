@@ -34,6 +34,30 @@ export interface Config {
   submitTimeoutMs: number
   /** Days raw request-metering rows are kept (rollups are kept forever). */
   meteringRetentionDays: number
+  /** Model id -> provider name (PROVIDER_ROUTES JSON; `*` is the default). */
+  providerRoutes: Record<string, string>
+  /** Content-policy violations before an account is suspended (POLICY_VIOLATION_LIMIT). */
+  policyViolationLimit: number
+  /** Media storage driver (STORAGE_DRIVER, DESIGN.md section 6): local filesystem or S3-compatible. */
+  storageDriver: 'local' | 's3'
+  /** S3 settings, used when storageDriver is `s3`. */
+  s3: S3Config
+}
+
+/**
+ * S3-compatible storage (S3_* env). Credentials left unset fall back to the AWS SDK's default
+ * chain (AWS_* env, instance roles). `publicUrl` unset: objects are served by the front end
+ * under PUBLIC_BASE_URL/files/<key>, read from the bucket.
+ */
+export interface S3Config {
+  bucket: string | undefined
+  region: string
+  endpoint: string | undefined
+  accessKeyId: string | undefined
+  secretAccessKey: string | undefined
+  publicUrl: string | undefined
+  /** Path-style addressing (`endpoint/bucket/key`): on by default with a custom endpoint (MinIO and friends). */
+  forcePathStyle: boolean
 }
 
 function list (v: string | undefined): string[] {
@@ -54,7 +78,8 @@ export function parseTierLimits (raw: string | undefined): TierLimits {
   try { parsed = JSON.parse(raw) } catch { throw new Error('TIER_LIMITS must be JSON') }
   if (!parsed || typeof parsed !== 'object') throw new Error('TIER_LIMITS must be a JSON object')
   for (const [tier, v] of Object.entries(parsed as Record<string, unknown>)) {
-    if (!(tier in out)) throw new Error(`TIER_LIMITS: unknown tier ${tier}`)
+    // Own keys only: `in` would accept inherited names (__proto__, constructor) and write to Object.prototype.
+    if (!Object.prototype.hasOwnProperty.call(out, tier)) throw new Error(`TIER_LIMITS: unknown tier ${tier}`)
     if (!v || typeof v !== 'object') throw new Error(`TIER_LIMITS.${tier} must be an object`)
     for (const [k, n] of Object.entries(v as Record<string, unknown>)) {
       if (!['rpm', 'max_concurrent', 'max_streams'].includes(k)) throw new Error(`TIER_LIMITS.${tier}: unknown key ${k}`)
@@ -63,6 +88,22 @@ export function parseTierLimits (raw: string | undefined): TierLimits {
     }
   }
   return out
+}
+
+function storageDriver (v: string | undefined): 'local' | 's3' {
+  if (v === undefined || v === '' || v === 'local') return 'local'
+  if (v === 's3') return 's3'
+  throw new Error(`STORAGE_DRIVER must be local or s3, got ${JSON.stringify(v)}`)
+}
+
+function parseRoutes (raw: string | undefined): Record<string, string> {
+  if (!raw) return {}
+  let v: unknown
+  try { v = JSON.parse(raw) } catch { throw new Error('PROVIDER_ROUTES must be JSON') }
+  if (!v || typeof v !== 'object' || Array.isArray(v) || Object.values(v).some(x => typeof x !== 'string')) {
+    throw new Error('PROVIDER_ROUTES must be a JSON object of model id -> provider name')
+  }
+  return v as Record<string, string>
 }
 
 export function loadConfig (env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
@@ -85,7 +126,20 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, overrides: Par
     sseHeartbeatMs: int('SSE_HEARTBEAT_MS', env.SSE_HEARTBEAT_MS, 15000, 10),
     submitTimeoutMs: int('SUBMIT_TIMEOUT_MS', env.SUBMIT_TIMEOUT_MS, 15000, 1),
     meteringRetentionDays: int('METERING_RETENTION_DAYS', env.METERING_RETENTION_DAYS, 30, 1),
+    providerRoutes: parseRoutes(env.PROVIDER_ROUTES),
+    policyViolationLimit: int('POLICY_VIOLATION_LIMIT', env.POLICY_VIOLATION_LIMIT, 3, 1),
+    storageDriver: storageDriver(env.STORAGE_DRIVER),
+    s3: {
+      bucket: env.S3_BUCKET || undefined,
+      region: env.S3_REGION || 'us-east-1',
+      endpoint: env.S3_ENDPOINT ? env.S3_ENDPOINT.replace(/\/+$/, '') : undefined,
+      accessKeyId: env.S3_ACCESS_KEY_ID || undefined,
+      secretAccessKey: env.S3_SECRET_ACCESS_KEY || undefined,
+      publicUrl: env.S3_PUBLIC_URL ? env.S3_PUBLIC_URL.replace(/\/+$/, '') : undefined,
+      forcePathStyle: env.S3_FORCE_PATH_STYLE ? env.S3_FORCE_PATH_STYLE === 'true' || env.S3_FORCE_PATH_STYLE === '1' : Boolean(env.S3_ENDPOINT),
+    },
     ...overrides,
   }
+  if (cfg.storageDriver === 's3' && !cfg.s3.bucket) throw new Error('STORAGE_DRIVER=s3 needs S3_BUCKET')
   return cfg
 }

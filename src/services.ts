@@ -7,6 +7,7 @@ import type { RateLimiter } from './http/rate-limit.js'
 import type { Passwords } from './util/passwords.js'
 import type { Metering } from './metering.js'
 import type { Storage } from './storage/storage.js'
+import type { JobCache } from './jobs/cache.js'
 
 /** What route handlers can use. Built once by src/app.ts. */
 export interface Services {
@@ -20,6 +21,8 @@ export interface Services {
   log: Logger
   metering: Metering
   limiter: RateLimiter
+  /** Views of recent and live jobs, fed by shard events. */
+  jobs: JobCache
   /** Media storage (results, uploads). */
   storage: Storage
   /** Version string of this build (package.json). */

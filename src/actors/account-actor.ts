@@ -1,28 +1,75 @@
 import { ApiError } from '../errors.js'
 import { applyCredit, loadAccountView, recordPurchase } from '../db/accounts.js'
 import type { Sql } from '../db/connect.js'
+import {
+  activeCountsByKey, findBatch, findJobByIdempotencyKey, finishJob, getJob, insertBatch, insertImage, insertJob,
+  insertVideo, setFreeVideosUsed, updateJobProgress, videoIdOfJob,
+} from '../db/jobs.js'
+import { newJobId } from '../jobs/id.js'
+import { directiveTextOf } from '../jobs/spec.js'
+import { viewOf, type JobRow, type JobStatus, type JobView } from '../jobs/view.js'
+import type { Providers } from '../providers/registry.js'
+import { ProviderRefused, type ProviderJob } from '../providers/provider.js'
+import type { Storage } from '../storage/storage.js'
 import type { GroupCommit } from './group-commit.js'
+import { JobActor, type JobHost } from './job-actor.js'
 import { Mailbox } from './mailbox.js'
-import type { AccountView, ShardRequests } from './protocol.js'
+import type { AccountView, BatchItemView, BatchView, CreatedJobView, JobCaller, JobSpec, ShardEvent, ShardRequests } from './protocol.js'
 
-export interface ActorDeps { sql: Sql; commit: GroupCommit }
+export interface ActorDeps {
+  sql: Sql
+  commit: GroupCommit
+  providers: Providers
+  storage: Storage
+  simSpeed: number
+  submitTimeoutMs: number
+  /** Content-policy hits before the account is suspended. */
+  violationThreshold: number
+  emit: (ev: ShardEvent) => void
+  log: (level: 'info' | 'warn' | 'error', msg: string, extra?: Record<string, unknown>) => void
+}
+
+/** Where the free trial and upgrade prompts point (SPEC.md 7, upgrade_required). */
+export const PRICING_URL = '/v1/credits/pricing'
+
+type IdemEntry = { fingerprint: string; jobId: string } | { fingerprint: string; pending: Promise<unknown> }
+
+/** Jobs not finished by max(4 x estimate, 10 min) of simulated-time fail with a refund. */
+export function deadlineFor (estimatedSeconds: number, simSpeed: number, from = Date.now()): Date {
+  return new Date(from + Math.max(estimatedSeconds * 4, 600) * 1000 / simSpeed)
+}
 
 /**
- * Holds one account's balance and flags in memory (DESIGN.md section 2), loaded from
- * PostgreSQL on first use. Every credit change goes through the shard's group commit and is
- * applied to memory only after COMMIT.
+ * One account (DESIGN.md section 2): balance, flags, free-trial state, idempotency index,
+ * in-flight jobs per key, and its JobActors. Loaded from PostgreSQL on first use. Decisions
+ * (402/403/429) are made from memory inside the mailbox; the durable work (charge, job row,
+ * ledger) goes through the shard's group commit and memory changes only after COMMIT.
  */
-export class AccountActor {
+export class AccountActor implements JobHost {
   readonly mailbox = new Mailbox()
   private state: AccountView | null = null
+  /** Credits held by creations that are between decision and commit. */
+  private reserved = 0
+  /** Free-trial videos held likewise. */
+  private trialReserved = 0
+  private readonly inFlight = new Map<number | null, number>()
+  private readonly idem = new Map<string, IdemEntry>()
+  private readonly batchIdem = new Map<string, Promise<BatchView>>()
+  readonly jobs = new Map<string, JobActor>()
+  private violations = 0
 
   constructor (readonly id: number, private readonly deps: ActorDeps) {}
 
+  get storage (): Storage { return this.deps.storage }
+  log (msg: string, extra?: Record<string, unknown>): void { this.deps.log('warn', msg, { account: this.id, ...extra }) }
+
   private async load (): Promise<AccountView> {
     if (this.state) return this.state
-    const v = await loadAccountView(this.deps.sql, this.id)
+    const [v, counts] = await Promise.all([loadAccountView(this.deps.sql, this.id), activeCountsByKey(this.deps.sql, this.id)])
     if (!v) throw new ApiError('USER_NOT_FOUND', 'Account does not exist')
     this.state = v
+    this.inFlight.clear()
+    for (const [k, n] of counts) this.inFlight.set(k, n)
     return v
   }
 
@@ -30,8 +77,14 @@ export class AccountActor {
     return this.mailbox.post(async () => ({ ...(await this.load()) }))
   }
 
+  /** Reloads flags and balance (after an operator PATCH or a refused conditional charge). */
   reload (): Promise<AccountView> {
-    return this.mailbox.post(async () => { this.state = null; return { ...(await this.load()) } })
+    return this.mailbox.post(async () => {
+      const v = await loadAccountView(this.deps.sql, this.id)
+      if (!v) throw new ApiError('USER_NOT_FOUND', 'Account does not exist')
+      this.state = v
+      return { ...v }
+    })
   }
 
   credit (req: ShardRequests['account.credit']['req']): Promise<AccountView> {
@@ -44,9 +97,450 @@ export class AccountActor {
         return b
       })
       if (balance === null) throw new ApiError('USER_NOT_FOUND', 'Account does not exist')
-      s.credits = balance
+      s.credits += req.credits
       if (req.kind === 'purchase') s.has_purchased = true
       return { ...s }
     })
+  }
+
+  /** Counts a content-policy violation; at the threshold the account is suspended. */
+  violation (): Promise<{ violations: number; banned: boolean }> {
+    return this.mailbox.post(async () => {
+      const s = await this.load()
+      const [row] = await this.deps.commit.run(tx => tx<{ policy_violations: number; banned: boolean }[]>`
+        UPDATE accounts SET policy_violations = policy_violations + 1,
+          banned = banned OR policy_violations + 1 >= ${this.deps.violationThreshold}, updated_at = now()
+        WHERE id = ${this.id} RETURNING policy_violations, banned`)
+      this.violations = row.policy_violations
+      s.banned = row.banned
+      return { violations: row.policy_violations, banned: row.banned }
+    })
+  }
+
+  // ---- creation ---------------------------------------------------------------------------
+
+  private available (): number { return this.state!.credits - this.reserved }
+
+  private async replay (jobId: string): Promise<{ created: CreatedJobView; replayed: boolean }> {
+    const a = this.jobs.get(jobId)
+    const row = a ? a.row : await getJob(this.deps.sql, jobId)
+    if (!row) throw new ApiError('INTERNAL_ERROR', 'Replayed job vanished')
+    return { created: { ...createdOf(row, this.state!.credits), replayed: true }, replayed: true }
+  }
+
+  /**
+   * POST /generate/*, /extend/video (SPEC.md 4.3-4.6). Order of checks, nothing charged on
+   * any refusal: ban/lock, free trial, concurrency, balance, circuit breaker. Then the provider
+   * is asked (DESIGN.md 5) and the charge, job row and ledger entry commit together before
+   * the answer leaves. See docs/decisions.md "Submission order" for crash recovery.
+   */
+  async createJob (req: ShardRequests['job.create']['req']): Promise<{ created: CreatedJobView; replayed: boolean }> {
+    const key = req.idempotencyKey
+    // Decide and reserve, serialised with every other decision of this account.
+    const decision = await this.mailbox.post(async () => {
+      await this.load()
+      if (key !== undefined) {
+        let e = this.idem.get(key)
+        if (e === undefined) {
+          const row = await findJobByIdempotencyKey(this.deps.sql, this.id, key)
+          if (row) { e = { fingerprint: row.request_hash ?? '', jobId: row.id }; this.idem.set(key, e) }
+        }
+        if (e !== undefined) {
+          if (e.fingerprint !== req.fingerprint) throw new ApiError('IDEMPOTENCY_CONFLICT')
+          return { kind: 'replay' as const, entry: e }
+        }
+      }
+      this.check(req, req.spec)
+      const trial = this.isTrialVideo(req.spec)
+      this.reserved += req.spec.credits
+      if (trial) this.trialReserved++
+      this.inFlight.set(req.keyId, (this.inFlight.get(req.keyId) ?? 0) + 1)
+      let settle!: (v: unknown) => void
+      const pending = new Promise(resolve => { settle = resolve })
+      if (key !== undefined) this.idem.set(key, { fingerprint: req.fingerprint ?? '', pending })
+      return { kind: 'new' as const, trial, settle }
+    })
+
+    if (decision.kind === 'replay') {
+      const e = decision.entry
+      if ('pending' in e) {
+        await e.pending // the first request with this key is still in flight: wait for it
+        return this.createJob(req) // then answer as a replay (or retry if it failed)
+      }
+      return this.replay(e.jobId)
+    }
+    try {
+      const created = await this.submitAndCommit(req, decision.trial)
+      if (key !== undefined) this.idem.set(key, { fingerprint: req.fingerprint ?? '', jobId: created.id })
+      return { created, replayed: false }
+    } catch (err) {
+      // Only successful creations are remembered: a 402 may be retried with the same key.
+      // A 504 created a job, so its key stays bound to that job.
+      if (key !== undefined) {
+        const jobId = err instanceof ApiError && err.code === 'GATEWAY_TIMEOUT' ? (err.extra?.details as { job_id?: string })?.job_id : undefined
+        if (jobId) this.idem.set(key, { fingerprint: req.fingerprint ?? '', jobId })
+        else this.idem.delete(key)
+      }
+      throw err
+    } finally {
+      decision.settle(undefined)
+    }
+  }
+
+  private isTrialVideo (spec: JobSpec): boolean {
+    const s = this.state!
+    return !s.has_purchased && !s.enterprise && (spec.type === 'video' || spec.type === 'extend')
+  }
+
+  /** The in-memory checks, in SPEC order; throws the refusal. */
+  private check (caller: JobCaller, spec: JobSpec): void {
+    const s = this.state!
+    if (s.banned) throw new ApiError('ACCOUNT_BANNED')
+    if (s.credits_locked) throw new ApiError('NOT_ELIGIBLE', 'Credits on this account are locked', { reason: 'credits_locked', reasons: ['credits_locked'] })
+    if (this.isTrialVideo(spec) && s.free_videos_used + this.trialReserved >= 1) {
+      throw new ApiError('upgrade_required', 'The free trial includes one video; buy credits to make more', { pricing_url: PRICING_URL })
+    }
+    const n = this.inFlight.get(caller.keyId) ?? 0
+    if (n >= caller.maxConcurrent) {
+      throw new ApiError('concurrency_limit_reached', `This key already has ${n} jobs in flight (max ${caller.maxConcurrent}); nothing was charged`, { max_concurrent: caller.maxConcurrent, in_flight: n })
+    }
+    if (this.available() < spec.credits) {
+      throw new ApiError('INSUFFICIENT_CREDITS', `This job costs ${spec.credits} credits; the balance is ${Math.max(0, this.available())}`, { required: spec.credits, available: Math.max(0, this.available()) })
+    }
+    const { breaker } = this.deps.providers.forModel(spec.model)
+    if (!breaker.allow()) throw new ApiError('PROVIDER_ERROR', 'The provider is temporarily unavailable (circuit open); nothing was charged')
+  }
+
+  private release (spec: JobSpec, keyId: number | null, trial: boolean): void {
+    this.reserved -= spec.credits
+    if (trial) this.trialReserved--
+    this.decInFlight(keyId)
+  }
+
+  private decInFlight (keyId: number | null): void {
+    const n = (this.inFlight.get(keyId) ?? 1) - 1
+    if (n <= 0) this.inFlight.delete(keyId)
+    else this.inFlight.set(keyId, n)
+  }
+
+  private async submitAndCommit (req: ShardRequests['job.create']['req'], trial: boolean): Promise<CreatedJobView> {
+    const spec = req.spec
+    const { provider, breaker } = this.deps.providers.forModel(spec.model)
+    const id = newJobId()
+    const now = new Date()
+    const pj: ProviderJob = { id, type: spec.type, model: spec.model, text: spec.directiveText, estimatedSeconds: spec.estimated_seconds, request: spec.request }
+    const row: JobRow = {
+      id,
+      account_id: this.id,
+      key_id: req.keyId,
+      type: spec.type,
+      model: spec.model,
+      status: 'submitted',
+      prompt: spec.prompt,
+      request: spec.request,
+      progress: 0,
+      credits_charged: spec.credits,
+      credits_refunded: 0,
+      estimated_seconds: spec.estimated_seconds,
+      result_url: null,
+      error_message: null,
+      content_policy_violation: false,
+      provider: provider.name,
+      provider_job_id: null,
+      idempotency_key: req.idempotencyKey ?? null,
+      request_hash: req.fingerprint ?? null,
+      source_job_id: spec.source_job_id ?? null,
+      free_trial: trial,
+      deadline_at: deadlineFor(spec.estimated_seconds, this.deps.simSpeed, now.getTime()),
+      created_at: now,
+      updated_at: now,
+      completed_at: null,
+    }
+
+    let submission: Promise<{ providerJobId: string }> | null = null
+    let timedOut = false
+    if (!provider.hasCapacity(pj)) {
+      row.status = 'queued'
+    } else {
+      submission = provider.submit(pj)
+      let timer: NodeJS.Timeout | undefined
+      const answer = await Promise.race([
+        submission.then(v => ({ ok: true as const, v }), e => ({ ok: false as const, e })),
+        new Promise<null>(resolve => { timer = setTimeout(() => resolve(null), this.deps.submitTimeoutMs) }),
+      ])
+      clearTimeout(timer)
+      if (answer === null) {
+        timedOut = true
+      } else if (!answer.ok) {
+        breaker.failure()
+        this.release(spec, req.keyId, trial)
+        const msg = answer.e instanceof ProviderRefused ? answer.e.message : 'The provider could not accept the job'
+        throw new ApiError('PROVIDER_ERROR', `${msg}; nothing was charged`)
+      } else {
+        breaker.success()
+        row.provider_job_id = answer.v.providerJobId
+      }
+    }
+
+    // voiceover completes synchronously (SPEC.md 4.5): its 201 already carries the result.
+    if (row.provider_job_id !== null && spec.model === 'voiceover') {
+      try {
+        const st = await provider.status(row.provider_job_id, pj)
+        if (st.state === 'completed' && st.resultUrl) {
+          row.status = 'completed'
+          row.progress = 100
+          row.result_url = st.resultUrl
+          row.completed_at = new Date()
+        }
+      } catch (err) { this.log('voiceover status failed; completing asynchronously', { job: id, err: String(err) }) }
+    }
+
+    try {
+      await this.deps.commit.run(async (tx) => {
+        const b = await applyCredit(tx, this.id, -spec.credits, 'charge', id, `${spec.type} ${spec.model}`)
+        if (b === null) throw new ApiError('INSUFFICIENT_CREDITS', `This job costs ${spec.credits} credits; the balance does not cover it`)
+        await insertJob(tx, { ...row })
+        if (trial) await setFreeVideosUsed(tx, this.id, 1)
+      })
+    } catch (err) {
+      this.release(spec, req.keyId, trial)
+      if (row.provider_job_id && provider.cancel) provider.cancel(row.provider_job_id).catch(() => {})
+      if (err instanceof ApiError && err.code === 'INSUFFICIENT_CREDITS') {
+        // Another node spent the balance: refresh it from the database.
+        await this.reload().catch(() => {})
+        throw err
+      }
+      this.deps.log('error', 'job commit failed', { account: this.id, err: String(err) })
+      throw new ApiError('INTERNAL_ERROR', 'The job could not be recorded; nothing was charged. Safe to retry with the same Idempotency-Key')
+    }
+    const s = this.state!
+    s.credits -= spec.credits
+    this.reserved -= spec.credits
+    if (trial) { this.trialReserved--; s.free_videos_used++ }
+
+    if (row.status === 'completed') {
+      this.decInFlight(req.keyId)
+      this.emit(row)
+    } else {
+      const job = this.adopt(row, pj)
+      this.emit(row)
+      if (timedOut && submission) {
+        job.awaitSubmission(submission)
+        throw new ApiError('GATEWAY_TIMEOUT', `The provider did not answer within ${this.deps.submitTimeoutMs} ms; the job ${id} was created and charged and is still running. Poll GET /v1/jobs/${id} instead of resubmitting`, { details: { job_id: id } })
+      }
+      job.schedule()
+    }
+    const created = createdOf(row, s.credits)
+    if (row.status === 'completed') created.result_url = row.result_url
+    return created
+  }
+
+  /** Registers a live JobActor for a committed, non-terminal job (creation or resume). */
+  adopt (row: JobRow, pj?: ProviderJob): JobActor {
+    const { provider } = this.deps.providers.forModel(row.model)
+    const job = new JobActor(row, pj ?? {
+      id: row.id,
+      type: row.type,
+      model: row.model,
+      text: directiveTextOf(row.request, row.prompt),
+      estimatedSeconds: row.estimated_seconds,
+      request: row.request,
+    }, provider, this, expectedMs(row, this.deps.simSpeed))
+    this.jobs.set(row.id, job)
+    return job
+  }
+
+  /** Resume after a restart: the account's in-flight counts come from the same rows. */
+  resume (row: JobRow): void {
+    const job = this.adopt(row)
+    job.schedule(1)
+  }
+
+  // ---- JobHost: persisted transitions ------------------------------------------------------
+
+  private emit (row: JobRow): void {
+    this.deps.emit({ type: 'job.updated', accountId: this.id, job: viewOf(row) })
+  }
+
+  progress (job: JobActor, status: JobStatus, progress: number, providerJobId: string | null): Promise<void> {
+    return this.mailbox.post(async () => {
+      if (job.terminal) return
+      const at = new Date()
+      await this.deps.commit.run(tx => updateJobProgress(tx, job.id, status, progress, providerJobId, at))
+      const r = job.row
+      r.status = status
+      r.progress = progress
+      if (providerJobId !== null) r.provider_job_id = providerJobId
+      r.updated_at = at
+      this.emit(r)
+    })
+  }
+
+  complete (job: JobActor, resultUrl: string): Promise<void> {
+    return this.mailbox.post(async () => {
+      if (job.terminal) return
+      const r = job.row
+      const at = new Date()
+      const done = await this.deps.commit.run(async (tx) => {
+        const ok = await finishJob(tx, r.id, { status: 'completed', progress: 100, result_url: resultUrl, error_message: null, content_policy_violation: false, credits_refunded: 0, at })
+        if (!ok) return false
+        const modelId = r.model
+        if (r.type === 'video' || r.type === 'extend') {
+          const extendedFrom = r.source_job_id ? await videoIdOfJob(tx, r.source_job_id) : null
+          await insertVideo(tx, {
+            account_id: this.id, job_id: r.id, prompt: r.prompt, model: providerModel(r), model_id: modelId,
+            aspect_ratio: (r.request.aspect_ratio as string | null) ?? (r.type === 'extend' ? null : '16:9'),
+            video_url: resultUrl, extended_from_video_id: extendedFrom, created_at: r.created_at, completed_at: at,
+          })
+        } else if (r.type === 'image') {
+          await insertImage(tx, { account_id: this.id, job_id: r.id, prompt: r.prompt, model: providerModel(r), model_id: modelId, image_url: resultUrl, created_at: r.created_at, completed_at: at })
+        }
+        return true
+      })
+      this.finished(job)
+      if (!done) return
+      r.status = 'completed'
+      r.progress = 100
+      r.result_url = resultUrl
+      r.updated_at = at
+      r.completed_at = at
+      this.emit(r)
+    })
+  }
+
+  fail (job: JobActor, message: string, policyViolation: boolean): Promise<void> {
+    return this.mailbox.post(() => this.terminate(job, 'failed', message, policyViolation))
+  }
+
+  /** failed or cancelled: refund in the same transaction as the terminal state (DESIGN.md 3). */
+  private async terminate (job: JobActor, status: 'failed' | 'cancelled', message: string | null, policyViolation: boolean): Promise<void> {
+    if (job.terminal) return
+    const r = job.row
+    const at = new Date()
+    const refund = r.credits_charged
+    const done = await this.deps.commit.run(async (tx) => {
+      const ok = await finishJob(tx, r.id, { status, progress: r.progress, result_url: null, error_message: message, content_policy_violation: policyViolation, credits_refunded: refund, at })
+      if (!ok) return false
+      if (refund > 0) await applyCredit(tx, this.id, refund, 'refund', r.id, `${status} ${r.type} ${r.model}`)
+      if (r.free_trial) await setFreeVideosUsed(tx, this.id, -1)
+      return true
+    })
+    this.finished(job)
+    if (!done) return
+    const s = this.state
+    if (s) {
+      s.credits += refund
+      if (r.free_trial) s.free_videos_used = Math.max(0, s.free_videos_used - 1)
+    }
+    r.status = status
+    r.error_message = message
+    r.content_policy_violation = policyViolation
+    r.credits_refunded = refund
+    r.updated_at = at
+    r.completed_at = at
+    this.emit(r)
+    if (status === 'cancelled' && r.provider_job_id && job.provider.cancel) job.provider.cancel(r.provider_job_id).catch(() => {})
+  }
+
+  private finished (job: JobActor): void {
+    job.stop()
+    this.jobs.delete(job.id)
+    this.decInFlight(job.row.key_id)
+  }
+
+  /** DELETE /jobs/{id} (SPEC.md section 3): only a queued job can be cancelled. */
+  cancel (jobId: string): Promise<JobView> {
+    return this.mailbox.post(async () => {
+      await this.load()
+      const live = this.jobs.get(jobId)
+      if (!live) {
+        const row = await getJob(this.deps.sql, jobId)
+        if (!row || row.account_id !== this.id) throw new ApiError('JOB_NOT_FOUND')
+        throw new ApiError('CANNOT_CANCEL', `Job ${jobId} is ${row.status}; only queued jobs can be cancelled`, { status: row.status })
+      }
+      if (live.row.status !== 'queued' || live.submitting) {
+        throw new ApiError('CANNOT_CANCEL', `Job ${jobId} is ${live.row.status}; only queued jobs can be cancelled`, { status: live.row.status })
+      }
+      await this.terminate(live, 'cancelled', 'Cancelled by the client; credits refunded', false)
+      return viewOf(live.row)
+    })
+  }
+
+  // ---- batch --------------------------------------------------------------------------------
+
+  /**
+   * POST /batch (SPEC.md 4.7): items priced and charged individually, in order; the first 402
+   * stops submission and later items are SKIPPED; other errors do not stop it. With an
+   * Idempotency-Key the whole answer is remembered and replayed.
+   */
+  async createBatch (req: ShardRequests['batch.create']['req']): Promise<BatchView> {
+    const key = req.idempotencyKey
+    if (key === undefined) return this.runBatch(req)
+    const inFlight = this.batchIdem.get(key)
+    if (inFlight) { await inFlight.catch(() => {}); return this.createBatch(req) }
+    // Registered before the first await, so a concurrent duplicate waits for this one.
+    const p = (async (): Promise<BatchView> => {
+      const stored = await findBatch(this.deps.sql, this.id, key)
+      if (stored) {
+        if (stored.request_hash !== req.fingerprint) throw new ApiError('IDEMPOTENCY_CONFLICT')
+        return { ...(stored.response as BatchView), replayed: true }
+      }
+      const view = await this.runBatch(req)
+      await this.deps.commit.run(tx => insertBatch(tx, this.id, key, req.fingerprint ?? '', view))
+      return view
+    })()
+    this.batchIdem.set(key, p)
+    try { return await p } finally { this.batchIdem.delete(key) }
+  }
+
+  private async runBatch (req: ShardRequests['batch.create']['req']): Promise<BatchView> {
+    const results: BatchItemView[] = []
+    let estimated = 0
+    let charged = 0
+    let stop = false
+    for (const item of req.items) {
+      if (item.spec) estimated += item.spec.credits
+      if (stop) {
+        results.push({ index: item.index, type: item.type, status: null, error: { error: true, code: 'SKIPPED', message: 'Not submitted: an earlier item failed with INSUFFICIENT_CREDITS' } })
+        continue
+      }
+      if (!item.spec) {
+        const { status, ...error } = item.error!
+        results.push({ index: item.index, type: item.type, status, error })
+        continue
+      }
+      try {
+        const { created } = await this.createJob({ accountId: req.accountId, keyId: req.keyId, maxConcurrent: req.maxConcurrent, spec: item.spec })
+        charged += created.credits_charged
+        results.push({ index: item.index, type: item.type, status: 201, job: created })
+      } catch (err) {
+        const e = err instanceof ApiError ? err : new ApiError('INTERNAL_ERROR')
+        results.push({ index: item.index, type: item.type, status: e.status, error: e.toJSON() as BatchItemView['error'] })
+        if (e.code === 'INSUFFICIENT_CREDITS') stop = true
+      }
+    }
+    const s = await this.get()
+    return { results, estimated_credits: estimated, credits_charged: charged, remaining_credits: s.credits }
+  }
+}
+
+function expectedMs (row: JobRow, simSpeed: number): number {
+  if (row.provider !== 'simulated') return row.estimated_seconds * 1000
+  return row.model === 'voiceover' ? 1 : row.estimated_seconds * 1000 / simSpeed
+}
+
+/** The stored provider model string (SPEC.md 2.3 `model`), distinct from the API id. */
+function providerModel (r: JobRow): string {
+  return `${r.provider}/${r.model}`
+}
+
+export function createdOf (row: JobRow, remaining: number): CreatedJobView {
+  return {
+    id: row.id,
+    status: row.status,
+    model: row.model,
+    credits_charged: row.credits_charged,
+    remaining_credits: remaining,
+    estimated_seconds: row.estimated_seconds,
   }
 }

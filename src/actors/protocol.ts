@@ -1,3 +1,6 @@
+import type { Config } from '../config.js'
+import type { JobView } from '../jobs/view.js'
+
 /**
  * Every message that crosses a thread boundary (DESIGN.md section 2, "Message passing").
  * Only plain data crosses; errors cross as codes of src/errors.ts and are rebuilt on arrival.
@@ -14,6 +17,61 @@ export interface AccountView {
   banned: boolean
   credits_locked: boolean
   email_verified: boolean
+  /** Videos made before the first purchase (free trial, SPEC.md 1.8). */
+  free_videos_used: number
+}
+
+/** A validated, priced job request as the front end hands it to the account's shard. */
+export interface JobSpec {
+  type: 'video' | 'image' | 'audio' | 'extend'
+  model: string
+  prompt: string | null
+  credits: number
+  estimated_seconds: number
+  /** The normalised request (src/catalog/validate.ts), stored on the job. */
+  request: Record<string, unknown>
+  /** Text where simulated-provider directives are looked for. */
+  directiveText: string
+  /** extend: the caller's completed veo3 job. */
+  source_job_id?: string | null
+}
+
+/** Who asks for a job and under which limits (from the front end's auth). */
+export interface JobCaller {
+  accountId: number
+  /** API key id; null for a dashboard session. */
+  keyId: number | null
+  /** In-flight jobs allowed for this key (tier max_concurrent). */
+  maxConcurrent: number
+}
+
+/** CreatedJob (SPEC.md 2.2); voiceover adds result_url (it completes synchronously). */
+export interface CreatedJobView {
+  id: string
+  status: string
+  model: string
+  credits_charged: number
+  remaining_credits: number
+  estimated_seconds: number
+  result_url?: string | null
+  replayed?: true
+}
+
+/** Per-item result of POST /v1/batch (DESIGN.md 7). */
+export interface BatchItemView {
+  index: number
+  type: 'video' | 'image' | null
+  status: number | null
+  job?: CreatedJobView
+  error?: { error: true; code: string; message: string; [k: string]: unknown }
+}
+
+export interface BatchView {
+  results: BatchItemView[]
+  estimated_credits: number
+  credits_charged: number
+  remaining_credits: number
+  replayed?: true
 }
 
 /** Kinds of credit ledger entries (DESIGN.md section 3). */
@@ -30,6 +88,20 @@ export interface ShardRequests {
   }
   /** Drops the cached state so the next use reloads it (after an operator PATCH). */
   'account.reload': { req: { accountId: number }; res: AccountView }
+  /** Creates a job: checks, charge, provider submission, commit (DESIGN.md sections 3 and 5). */
+  'job.create': {
+    req: JobCaller & { spec: JobSpec; idempotencyKey?: string; fingerprint?: string }
+    res: { created: CreatedJobView; replayed: boolean }
+  }
+  /** DELETE /jobs/{id}: queued -> cancelled with a full refund, else CANNOT_CANCEL. */
+  'job.cancel': { req: { accountId: number; jobId: string }; res: JobView }
+  /** POST /batch: items priced, charged and submitted in order (SPEC.md 4.7). */
+  'batch.create': {
+    req: JobCaller & { items: Array<{ index: number; type: 'video' | 'image' | null; spec?: JobSpec; error?: BatchItemView['error'] & { status: number } }>; idempotencyKey?: string; fingerprint?: string }
+    res: BatchView
+  }
+  /** A content-policy hit: counts it and suspends the account at the threshold. */
+  'account.violation': { req: { accountId: number }; res: { violations: number; banned: boolean } }
   /** Test and ops probe: answers after the shard's pending group commit is durable. */
   'shard.ping': { req: Record<never, never>; res: { shard: number; actors: number } }
 }
@@ -46,7 +118,10 @@ export type ReplyEnvelope =
   | { id: number; ok: false; code: string; message: string; extra?: Record<string, unknown> }
 
 /** Events a shard pushes to the main thread unasked (job status changes, ...). */
-export type ShardEvent = { type: 'shard.ready'; shard: number }
+export type ShardEvent =
+  | { type: 'shard.ready'; shard: number }
+  /** Every persisted change of a job (status, progress, terminal): feeds the read cache and SSE. */
+  | { type: 'job.updated'; accountId: number; job: JobView }
 
 /** One postMessage carries one batch: requests, replies and events of one event-loop turn. */
 export interface Batch {
@@ -60,5 +135,5 @@ export interface ShardInit {
   shard: number
   shards: number
   databaseUrl: string
-  logLevel: string
+  config: Config
 }

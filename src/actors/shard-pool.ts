@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads'
 import { ApiError, errorFromWire } from '../errors.js'
+import type { Config } from '../config.js'
 import { BatchedPort, decodeBatch } from './port.js'
 import type { ShardEvent, ShardInit, ShardMsg, ShardRequests, ShardTag } from './protocol.js'
 
@@ -10,7 +11,7 @@ interface Slot { worker: Worker; port: BatchedPort; ready: Promise<void> }
 export interface ShardPoolOptions {
   shards: number
   databaseUrl: string
-  logLevel: string
+  config: Config
   /** Default ask timeout. */
   timeoutMs?: number
   onEvent?: (ev: ShardEvent) => void
@@ -59,7 +60,7 @@ export class ShardPool {
   }
 
   private spawn (shard: number): Slot {
-    const init: ShardInit = { shard, shards: this.opts.shards, databaseUrl: this.opts.databaseUrl, logLevel: this.opts.logLevel }
+    const init: ShardInit = { shard, shards: this.opts.shards, databaseUrl: this.opts.databaseUrl, config: this.opts.config }
     const worker = new Worker(new URL('./shard-worker.js', import.meta.url), { workerData: init })
     const port = new BatchedPort(worker)
     let markReady: () => void = () => {}

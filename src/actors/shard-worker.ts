@@ -2,26 +2,43 @@ import { parentPort, workerData } from 'node:worker_threads'
 import { pino } from 'pino'
 import { ApiError } from '../errors.js'
 import { connect } from '../db/connect.js'
-import { AccountActor } from './account-actor.js'
+import { activeJobsOfShard } from '../db/jobs.js'
+import { Providers } from '../providers/registry.js'
+import { createStorage } from '../storage/index.js'
+import { AccountActor, type ActorDeps } from './account-actor.js'
 import { GroupCommit } from './group-commit.js'
 import { BatchedPort, decodeBatch } from './port.js'
 import type { Envelope, ShardInit, ShardMsg } from './protocol.js'
 
 /**
  * A shard: one worker thread owning the actors of accounts `id mod N == shard`
- * (DESIGN.md section 2), one PostgreSQL pool and one group commit.
+ * (DESIGN.md section 2), one PostgreSQL pool and one group commit. On start it resumes every
+ * non-terminal job of its accounts.
  */
 const init = workerData as ShardInit
-const log = pino({ level: init.logLevel, base: { shard: init.shard } })
+const config = init.config
+const log = pino({ level: config.logLevel, base: { shard: init.shard } })
 const sql = connect(init.databaseUrl, { max: 4 })
 const commit = new GroupCommit(sql)
 const accounts = new Map<number, AccountActor>()
 const port = new BatchedPort(parentPort!)
+const storage = await createStorage(config)
+const deps: ActorDeps = {
+  sql,
+  commit,
+  providers: new Providers(config, storage),
+  storage,
+  simSpeed: config.simSpeed,
+  submitTimeoutMs: config.submitTimeoutMs,
+  violationThreshold: config.policyViolationLimit,
+  emit: (ev) => port.event(ev),
+  log: (level, msg, extra) => log[level](extra ?? {}, msg),
+}
 
 function account (id: number): AccountActor {
-  if (id % init.shards !== init.shard) throw new ApiError('INTERNAL_ERROR', `account ${id} routed to the wrong shard`)
+  if (!Number.isSafeInteger(id) || id <= 0 || id % init.shards !== init.shard) throw new ApiError('INTERNAL_ERROR', `account ${id} routed to the wrong shard`)
   let a = accounts.get(id)
-  if (!a) { a = new AccountActor(id, { sql, commit }); accounts.set(id, a) }
+  if (!a) { a = new AccountActor(id, deps); accounts.set(id, a) }
   return a
 }
 
@@ -30,6 +47,10 @@ async function handle (msg: ShardMsg): Promise<unknown> {
     case 'account.get': return account(msg.accountId).get()
     case 'account.credit': return account(msg.accountId).credit(msg)
     case 'account.reload': return account(msg.accountId).reload()
+    case 'account.violation': return account(msg.accountId).violation()
+    case 'job.create': return account(msg.accountId).createJob(msg)
+    case 'job.cancel': return account(msg.accountId).cancel(msg.jobId)
+    case 'batch.create': return account(msg.accountId).createBatch(msg)
     case 'shard.ping': await commit.idle(); return { shard: init.shard, actors: accounts.size }
   }
 }
@@ -53,5 +74,10 @@ parentPort!.on('message', (data: Uint8Array) => {
   const b = decodeBatch(data)
   if (b.req) for (const env of b.req) dispatch(env)
 })
+
+// Resume the jobs a previous run left unfinished (DESIGN.md 3: recovered from the tables).
+const active = await activeJobsOfShard(sql, init.shard, init.shards)
+for (const row of active) account(row.account_id).resume(row)
+if (active.length) log.info({ jobs: active.length }, 'resumed unfinished jobs')
 
 port.event({ type: 'shard.ready', shard: init.shard })

@@ -49,7 +49,7 @@ export async function findAccountById (sql: Q, id: number): Promise<AccountAuthR
 
 export async function loadAccountView (sql: Q, id: number): Promise<AccountView | undefined> {
   const [row] = await sql<AccountView[]>`
-    SELECT id, email, credits, has_purchased, enterprise, banned, credits_locked, email_verified
+    SELECT id, email, credits, has_purchased, enterprise, banned, credits_locked, email_verified, free_videos_used
     FROM accounts WHERE id = ${id}`
   return row
 }

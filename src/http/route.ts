@@ -74,6 +74,8 @@ export interface Route {
   schema?: RouteSchema
   summary: string
   tag: string
+  /** The handler validates the body itself (schema.body is then only documentation). */
+  manualValidation?: boolean
   /** Error codes this route can answer besides the generic ones (for OpenAPI). */
   errors?: string[]
   /**

@@ -90,7 +90,7 @@ export class HttpServer {
     const c: Compiled = {
       route,
       paramNames: (route.path.match(/:[A-Za-z_]+/g) ?? []).map(p => p.slice(1)),
-      body: route.schema?.body && !route.rawBody ? compileBody(route.schema.body) : undefined,
+      body: route.schema?.body && !route.rawBody && !route.manualValidation ? compileBody(route.schema.body) : undefined,
       query: route.schema?.query ? compileQuery(route.schema.query) : undefined,
     }
     const handler = (res: HttpResponse, req: HttpRequest) => this.handle(c, res, req)

@@ -1,0 +1,160 @@
+import type { Q } from './connect.js'
+import type { JobRow, JobStatus, JobType } from '../jobs/view.js'
+
+export interface NewJob {
+  id: string
+  account_id: number
+  key_id: number | null
+  type: JobType
+  model: string
+  status: JobStatus
+  prompt: string | null
+  request: Record<string, unknown>
+  credits_charged: number
+  estimated_seconds: number
+  provider: string
+  provider_job_id: string | null
+  idempotency_key: string | null
+  request_hash: string | null
+  source_job_id: string | null
+  free_trial: boolean
+  deadline_at: Date
+  created_at: Date
+  progress?: number
+  result_url?: string | null
+  completed_at?: Date | null
+}
+
+export async function insertJob (tx: Q, j: NewJob): Promise<JobRow> {
+  const [row] = await tx<JobRow[]>`
+    INSERT INTO jobs (id, account_id, key_id, type, model, status, prompt, request, credits_charged, estimated_seconds,
+      provider, provider_job_id, idempotency_key, request_hash, source_job_id, free_trial, deadline_at, created_at, updated_at,
+      progress, result_url, completed_at)
+    VALUES (${j.id}, ${j.account_id}, ${j.key_id}, ${j.type}, ${j.model}, ${j.status}, ${j.prompt}, ${tx.json(j.request as any)},
+      ${j.credits_charged}, ${j.estimated_seconds}, ${j.provider}, ${j.provider_job_id}, ${j.idempotency_key}, ${j.request_hash},
+      ${j.source_job_id}, ${j.free_trial}, ${j.deadline_at}, ${j.created_at}, ${j.created_at},
+      ${j.progress ?? 0}, ${j.result_url ?? null}, ${j.completed_at ?? null})
+    RETURNING *`
+  return row
+}
+
+/** Non-terminal progress: status, progress and the provider's id. */
+export async function updateJobProgress (tx: Q, id: string, status: JobStatus, progress: number, providerJobId: string | null, at: Date): Promise<void> {
+  await tx`
+    UPDATE jobs SET status = ${status}, progress = ${progress}, provider_job_id = coalesce(${providerJobId}, provider_job_id), updated_at = ${at}
+    WHERE id = ${id} AND status IN ('queued', 'submitted', 'processing')`
+}
+
+export interface Terminal {
+  status: 'completed' | 'failed' | 'cancelled'
+  progress: number
+  result_url: string | null
+  error_message: string | null
+  content_policy_violation: boolean
+  credits_refunded: number
+  at: Date
+}
+
+/** Moves a job to its terminal state; false when it already was terminal (nothing changed). */
+export async function finishJob (tx: Q, id: string, t: Terminal): Promise<boolean> {
+  const r = await tx`
+    UPDATE jobs SET status = ${t.status}, progress = ${t.progress}, result_url = ${t.result_url}, error_message = ${t.error_message},
+      content_policy_violation = ${t.content_policy_violation}, credits_refunded = ${t.credits_refunded},
+      updated_at = ${t.at}, completed_at = ${t.at}
+    WHERE id = ${id} AND status IN ('queued', 'submitted', 'processing')`
+  return r.count === 1
+}
+
+export async function insertVideo (tx: Q, v: { account_id: number; job_id: string; prompt: string | null; model: string; model_id: string | null; aspect_ratio: string | null; video_url: string; extended_from_video_id: number | null; created_at: Date; completed_at: Date }): Promise<number> {
+  const [row] = await tx<{ id: number }[]>`
+    INSERT INTO videos (account_id, job_id, prompt, model, model_id, aspect_ratio, video_url, extended_from_video_id, created_at, completed_at)
+    VALUES (${v.account_id}, ${v.job_id}, ${v.prompt}, ${v.model}, ${v.model_id}, ${v.aspect_ratio}, ${v.video_url}, ${v.extended_from_video_id}, ${v.created_at}, ${v.completed_at})
+    RETURNING id`
+  return row.id
+}
+
+export async function insertImage (tx: Q, i: { account_id: number; job_id: string; prompt: string | null; model: string; model_id: string | null; image_url: string; created_at: Date; completed_at: Date }): Promise<number> {
+  const [row] = await tx<{ id: number }[]>`
+    INSERT INTO images (account_id, job_id, prompt, model, model_id, image_url, created_at, completed_at)
+    VALUES (${i.account_id}, ${i.job_id}, ${i.prompt}, ${i.model}, ${i.model_id}, ${i.image_url}, ${i.created_at}, ${i.completed_at})
+    RETURNING id`
+  return row.id
+}
+
+export async function videoIdOfJob (sql: Q, jobId: string): Promise<number | null> {
+  const [r] = await sql<{ id: number }[]>`SELECT id FROM videos WHERE job_id = ${jobId}`
+  return r ? r.id : null
+}
+
+export async function getJob (sql: Q, id: string): Promise<JobRow | undefined> {
+  const [row] = await sql<JobRow[]>`SELECT * FROM jobs WHERE id = ${id}`
+  return row
+}
+
+export async function findJobByIdempotencyKey (sql: Q, accountId: number, key: string): Promise<JobRow | undefined> {
+  const [row] = await sql<JobRow[]>`SELECT * FROM jobs WHERE account_id = ${accountId} AND idempotency_key = ${key}`
+  return row
+}
+
+/** In-flight jobs per API key (null = session) of one account, when its actor loads. */
+export async function activeCountsByKey (sql: Q, accountId: number): Promise<Map<number | null, number>> {
+  const rows = await sql<{ key_id: number | null; n: number }[]>`
+    SELECT key_id, count(*)::int AS n FROM jobs WHERE account_id = ${accountId} AND status IN ('queued', 'submitted', 'processing') GROUP BY key_id`
+  return new Map(rows.map(r => [r.key_id, r.n]))
+}
+
+/** Jobs to resume when a shard starts: every non-terminal job of its accounts. */
+export async function activeJobsOfShard (sql: Q, shard: number, shards: number): Promise<JobRow[]> {
+  return sql<JobRow[]>`
+    SELECT * FROM jobs WHERE status IN ('queued', 'submitted', 'processing') AND account_id % ${shards} = ${shard} ORDER BY created_at`
+}
+
+export interface JobFilter { status?: string; model?: string; type?: string; limit: number; offset: number }
+
+export async function listJobs (sql: Q, accountId: number, f: JobFilter): Promise<{ rows: JobRow[]; total: number }> {
+  const where = sql`account_id = ${accountId}
+    ${f.status ? sql`AND status = ${f.status}` : sql``}
+    ${f.model ? sql`AND model = ${f.model}` : sql``}
+    ${f.type ? sql`AND type = ${f.type}` : sql``}`
+  const [rows, [{ total }]] = await Promise.all([
+    sql<JobRow[]>`SELECT * FROM jobs WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT ${f.limit} OFFSET ${f.offset}`,
+    sql<{ total: number }[]>`SELECT count(*)::int AS total FROM jobs WHERE ${where}`,
+  ])
+  return { rows, total }
+}
+
+export interface VideoRow { id: number; prompt: string | null; model: string | null; model_id: string | null; aspect_ratio: string | null; video_url: string; embed_url: string | null; thumbnail_url: string | null; extended_from_video_id: number | null; created_at: Date; completed_at: Date | null }
+export interface ImageRow { id: number; prompt: string | null; model: string | null; model_id: string | null; image_url: string; is_favorite: boolean; created_at: Date; completed_at: Date | null }
+
+export async function listVideos (sql: Q, accountId: number, f: { model?: string; limit: number; offset: number }): Promise<{ rows: VideoRow[]; total: number }> {
+  const where = sql`account_id = ${accountId} ${f.model ? sql`AND model_id = ${f.model}` : sql``}`
+  const [rows, [{ total }]] = await Promise.all([
+    sql<VideoRow[]>`SELECT id, prompt, model, model_id, aspect_ratio, video_url, embed_url, thumbnail_url, extended_from_video_id, created_at, completed_at
+      FROM videos WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT ${f.limit} OFFSET ${f.offset}`,
+    sql<{ total: number }[]>`SELECT count(*)::int AS total FROM videos WHERE ${where}`,
+  ])
+  return { rows, total }
+}
+
+export async function listImages (sql: Q, accountId: number, f: { model?: string; favorite?: boolean; limit: number; offset: number }): Promise<{ rows: ImageRow[]; total: number }> {
+  const where = sql`account_id = ${accountId} ${f.model ? sql`AND model_id = ${f.model}` : sql``} ${f.favorite ? sql`AND is_favorite` : sql``}`
+  const [rows, [{ total }]] = await Promise.all([
+    sql<ImageRow[]>`SELECT id, prompt, model, model_id, image_url, is_favorite, created_at, completed_at
+      FROM images WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT ${f.limit} OFFSET ${f.offset}`,
+    sql<{ total: number }[]>`SELECT count(*)::int AS total FROM images WHERE ${where}`,
+  ])
+  return { rows, total }
+}
+
+export async function findBatch (sql: Q, accountId: number, key: string): Promise<{ request_hash: string; response: unknown } | undefined> {
+  const [r] = await sql<{ request_hash: string; response: unknown }[]>`SELECT request_hash, response FROM batches WHERE account_id = ${accountId} AND idempotency_key = ${key}`
+  return r
+}
+
+export async function insertBatch (tx: Q, accountId: number, key: string, hash: string, response: unknown): Promise<void> {
+  await tx`INSERT INTO batches (account_id, idempotency_key, request_hash, response) VALUES (${accountId}, ${key}, ${hash}, ${tx.json(response as any)}) ON CONFLICT DO NOTHING`
+}
+
+export async function setFreeVideosUsed (tx: Q, accountId: number, delta: number): Promise<void> {
+  await tx`UPDATE accounts SET free_videos_used = greatest(0, free_videos_used + ${delta}) WHERE id = ${accountId}`
+}

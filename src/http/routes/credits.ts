@@ -1,0 +1,38 @@
+import { Type } from '@sinclair/typebox'
+import { tierOf } from '../auth.js'
+import type { Route } from '../route.js'
+
+const Credits = Type.Object({
+  credits: Type.Integer(),
+  tier: Type.Union([Type.Literal('free'), Type.Literal('pro'), Type.Literal('enterprise')]),
+  has_purchased: Type.Boolean(),
+  free_trial: Type.Object({ credits_granted: Type.Integer(), video_used: Type.Boolean() }),
+})
+
+/** GET /v1/credits (SPEC.md 4.11, shape of DESIGN.md 7). */
+export const routes: Route[] = [
+  {
+    method: 'GET',
+    path: '/v1/credits',
+    auth: 'key',
+    scope: 'read',
+    summary: 'Credit balance, tier and free-trial state',
+    tag: 'Credits',
+    schema: { response: { 200: Credits } },
+    async handler (ctx) {
+      const id = ctx.caller!.accountId
+      const [v, [g]] = await Promise.all([
+        ctx.services.shards.ask(id, { type: 'account.get', accountId: id }),
+        ctx.services.sql<{ granted: number }[]>`SELECT coalesce(sum(delta), 0)::bigint AS granted FROM credit_entries WHERE account_id = ${id} AND kind = 'grant'`,
+      ])
+      return {
+        body: {
+          credits: v.credits,
+          tier: tierOf({ enterprise: v.enterprise, hasPurchased: v.has_purchased }),
+          has_purchased: v.has_purchased,
+          free_trial: { credits_granted: Number(g.granted), video_used: v.free_videos_used > 0 },
+        },
+      }
+    },
+  },
+]

@@ -1,0 +1,31 @@
+/**
+ * Per-provider circuit breaker (DESIGN.md section 5): after `threshold` consecutive submission
+ * failures it opens for `coolDownMs`; while open, creations answer 502 PROVIDER_ERROR and charge
+ * nothing. After the cool-down one trial submission is let through (half-open).
+ */
+export class CircuitBreaker {
+  private failures = 0
+  private openUntil = 0
+  private trialInFlight = false
+
+  constructor (private readonly threshold = 5, private readonly coolDownMs = 30_000) {}
+
+  /** True when a submission may be attempted now. */
+  allow (now = Date.now()): boolean {
+    if (this.failures < this.threshold) return true
+    if (now < this.openUntil) return false
+    if (this.trialInFlight) return false
+    this.trialInFlight = true
+    return true
+  }
+
+  get open (): boolean { return this.failures >= this.threshold && Date.now() < this.openUntil }
+
+  success (): void { this.failures = 0; this.trialInFlight = false }
+
+  failure (now = Date.now()): void {
+    this.failures++
+    this.trialInFlight = false
+    if (this.failures >= this.threshold) this.openUntil = now + this.coolDownMs
+  }
+}

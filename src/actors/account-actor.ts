@@ -6,6 +6,7 @@ import {
   insertVideo, setFreeVideosUsed, updateJobProgress, videoIdOfJob,
 } from '../db/jobs.js'
 import { newJobId } from '../jobs/id.js'
+import { enqueueJobEvent } from '../db/outbox.js'
 import { directiveTextOf } from '../jobs/spec.js'
 import { viewOf, type JobRow, type JobStatus, type JobView } from '../jobs/view.js'
 import type { Providers } from '../providers/registry.js'
@@ -381,9 +382,11 @@ export class AccountActor implements JobHost {
       if (job.terminal) return
       const r = job.row
       const at = new Date()
+      const final: JobRow = { ...r, status: 'completed', progress: 100, result_url: resultUrl, updated_at: at, completed_at: at }
       const done = await this.deps.commit.run(async (tx) => {
         const ok = await finishJob(tx, r.id, { status: 'completed', progress: 100, result_url: resultUrl, error_message: null, content_policy_violation: false, credits_refunded: 0, at })
         if (!ok) return false
+        await enqueueJobEvent(tx, this.id, viewOf(final), webhookOf(r), at)
         const modelId = r.model
         if (r.type === 'video' || r.type === 'extend') {
           const extendedFrom = r.source_job_id ? await videoIdOfJob(tx, r.source_job_id) : null
@@ -418,9 +421,11 @@ export class AccountActor implements JobHost {
     const r = job.row
     const at = new Date()
     const refund = r.credits_charged
+    const final: JobRow = { ...r, status, error_message: message, content_policy_violation: policyViolation, credits_refunded: refund, updated_at: at, completed_at: at }
     const done = await this.deps.commit.run(async (tx) => {
       const ok = await finishJob(tx, r.id, { status, progress: r.progress, result_url: null, error_message: message, content_policy_violation: policyViolation, credits_refunded: refund, at })
       if (!ok) return false
+      await enqueueJobEvent(tx, this.id, viewOf(final), webhookOf(r), at)
       if (refund > 0) await applyCredit(tx, this.id, refund, 'refund', r.id, `${status} ${r.type} ${r.model}`)
       if (r.free_trial) await setFreeVideosUsed(tx, this.id, -1)
       return true
@@ -522,6 +527,12 @@ export class AccountActor implements JobHost {
     const s = await this.get()
     return { results, estimated_credits: estimated, credits_charged: charged, remaining_credits: s.credits }
   }
+}
+
+/** The job's own webhook (webhook_url + webhook_secret on the request), if any. */
+function webhookOf (r: JobRow): { url: string | null; secret: string | null } {
+  const q = r.request as { webhook_url?: string | null; webhook_secret?: string | null }
+  return { url: q.webhook_url ?? null, secret: q.webhook_secret ?? null }
 }
 
 function expectedMs (row: JobRow, simSpeed: number): number {

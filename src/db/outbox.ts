@@ -1,0 +1,32 @@
+import { randomBytes } from 'node:crypto'
+import type { Q } from './connect.js'
+import type { JobView } from '../jobs/view.js'
+
+export type WebhookEvent = 'job.completed' | 'job.failed'
+
+/** The delivery body of DESIGN.md 7: `{id: "evt_...", type, created_at, data: {job}}`. */
+export function eventBody (eventId: string, type: WebhookEvent, job: JobView, at: Date): string {
+  return JSON.stringify({ id: eventId, type, created_at: at.toISOString(), data: { job } })
+}
+
+/**
+ * Writes the outbox rows of a terminal job in the caller's transaction (the same one that
+ * makes the job terminal): one per active registered webhook subscribed to the event, plus one
+ * for the job's own webhook_url. Cancelled jobs have no event (SPEC.md 6.1). Returns the count.
+ */
+export async function enqueueJobEvent (tx: Q, accountId: number, job: JobView, perJob: { url: string | null; secret: string | null }, at: Date): Promise<number> {
+  if (job.status !== 'completed' && job.status !== 'failed') return 0
+  const type: WebhookEvent = job.status === 'completed' ? 'job.completed' : 'job.failed'
+  const eventId = `evt_${randomBytes(12).toString('base64url')}`
+  const body = eventBody(eventId, type, job, at)
+  const hooks = await tx<{ id: number; url: string; secret: string }[]>`
+    SELECT id, url, secret FROM webhooks
+    WHERE account_id = ${accountId} AND active AND deleted_at IS NULL AND ${type} = ANY(events)`
+  const rows = hooks.map(h => ({ id: `dlv_${randomBytes(12).toString('base64url')}`, event_id: eventId, account_id: accountId, webhook_id: h.id, job_id: job.id, event: type, url: h.url, secret: h.secret, body }))
+  if (perJob.url && perJob.secret) {
+    rows.push({ id: `dlv_${randomBytes(12).toString('base64url')}`, event_id: eventId, account_id: accountId, webhook_id: null as unknown as number, job_id: job.id, event: type, url: perJob.url, secret: perJob.secret, body })
+  }
+  if (rows.length === 0) return 0
+  await tx`INSERT INTO webhook_deliveries ${tx(rows as any, 'id', 'event_id', 'account_id', 'webhook_id', 'job_id', 'event', 'url', 'secret', 'body')}`
+  return rows.length
+}

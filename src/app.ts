@@ -17,7 +17,10 @@ import { Metering } from './metering.js'
 import type { Services } from './services.js'
 import { Passwords } from './util/passwords.js'
 import { JobCache } from './jobs/cache.js'
+import { SseHub } from './http/sse.js'
+import { Tickets } from './http/tickets.js'
 import { createStorage } from './storage/index.js'
+import { UploadSweeper } from './storage/sweeper.js'
 
 export interface App {
   port: number
@@ -82,6 +85,8 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const jwtSecret = config.jwtSecret ?? (await persistedSecret(config.dataDir, 'jwt-secret')).value
 
   const jobs = new JobCache()
+  const sse = new SseHub(config.sseHeartbeatMs)
+  jobs.onUpdate((_accountId, view) => sse.publish(view))
   const shards = new ShardPool({
     shards: config.shards,
     databaseUrl,
@@ -96,7 +101,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const limiter = new RateLimiter()
   const metering = new Metering(sql, log, auth.lastUsed, config.meteringRetentionDays)
   const storage = await createStorage(config)
-  const services: Services = { config, sql, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, version: await readVersion() }
+  const services: Services = { config, sql, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, tickets: new Tickets(jwtSecret), version: await readVersion() }
 
   let doc: unknown = null
   const routes = allRoutes(() => doc, opts.routes)
@@ -104,6 +109,8 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const server = new HttpServer(services, routes)
   const port = await server.listen(config.host, config.port)
   log.info({ port, shards: config.shards, database: embedded ? 'embedded' : 'external' }, 'listening')
+  const sweeper = new UploadSweeper(sql, storage, log) // expired video uploads: at boot, then hourly
+  sweeper.start()
 
   let closed: Promise<void> | null = null
   return {
@@ -112,11 +119,14 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     services,
     adminToken,
     close: () => (closed ??= (async () => {
+      sse.close()
       await server.close()
       await shards.close()
       await metering.close()
       limiter.close()
       await passwords.close()
+      await sweeper.stop()
+      storage.close?.()
       await sql.end({ timeout: 5 })
       if (embedded) await embedded.stop()
     })()),

@@ -8,6 +8,8 @@ import type { Passwords } from './util/passwords.js'
 import type { Metering } from './metering.js'
 import type { Storage } from './storage/storage.js'
 import type { JobCache } from './jobs/cache.js'
+import type { SseHub } from './http/sse.js'
+import type { Tickets } from './http/tickets.js'
 
 /** What route handlers can use. Built once by src/app.ts. */
 export interface Services {
@@ -23,6 +25,10 @@ export interface Services {
   limiter: RateLimiter
   /** Views of recent and live jobs, fed by shard events. */
   jobs: JobCache
+  /** Open SSE streams of this node. */
+  sse: SseHub
+  /** SSE ticket signing (HMAC, valid on any node sharing JWT_SECRET). */
+  tickets: Tickets
   /** Media storage (results, uploads). */
   storage: Storage
   /** Version string of this build (package.json). */

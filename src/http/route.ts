@@ -43,6 +43,10 @@ export interface RouteContext {
   aborted: () => boolean
   /** Runs `fn` when the client goes away (streaming handlers free their resources here). */
   onAborted: (fn: () => void) => void
+  /** The route being served. */
+  route: Route
+  /** Counts a request of `caller` in its rate window (routes that authenticate themselves); throws RATE_LIMIT_EXCEEDED. */
+  rateLimit: (caller: Caller) => void
   /** For raw handlers: the headers the front end adds to every response (X-Request-Id, rate limits, CORS). */
   baseHeaders: () => Record<string, string>
 }

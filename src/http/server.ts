@@ -53,6 +53,8 @@ interface Exchange {
   abortHooks: Array<() => void> | null
   /** A raw handler started writing: errors can no longer be sent as an envelope. */
   wrote: boolean
+  /** A path parameter that is not valid percent-encoding: answered 400 INVALID_PARAM after authentication. */
+  paramError: ApiError | null
 }
 
 /**
@@ -104,7 +106,7 @@ export class HttpServer {
   }
 
   private begin (res: HttpResponse, req: HttpRequest): Exchange {
-    const ex: Exchange = { res, aborted: false, format: 'json', requestId: '', started: performance.now(), caller: null, rate: null, abortHooks: null, wrote: false }
+    const ex: Exchange = { res, aborted: false, format: 'json', requestId: '', started: performance.now(), caller: null, rate: null, abortHooks: null, wrote: false, paramError: null }
     res.onAborted(() => {
       ex.aborted = true
       if (ex.abortHooks) for (const fn of ex.abortHooks.splice(0)) { try { fn() } catch {} }
@@ -121,7 +123,16 @@ export class HttpServer {
     const headers: Record<string, string> = {}
     req.forEach((k, v) => { headers[k] = v })
     const params: Record<string, string> = {}
-    for (let i = 0; i < c.paramNames.length; i++) params[c.paramNames[i]] = decodeURIComponent(req.getParameter(i) ?? '')
+    for (let i = 0; i < c.paramNames.length; i++) {
+      const name = c.paramNames[i]
+      const v = req.getParameter(i) ?? ''
+      // decodeURIComponent throws on a malformed escape (`%zz`); thrown here, in the uWS
+      // callback, it would take the whole process down.
+      try { params[name] = decodeURIComponent(v) } catch {
+        params[name] = v
+        ex.paramError ??= new ApiError('INVALID_PARAM', `${name} is not valid percent-encoding`, { param: name })
+      }
+    }
     const path = req.getUrl()
     const query = new URLSearchParams(req.getQuery() ?? '')
     const ip = Buffer.from(res.getRemoteAddressAsText()).toString()
@@ -161,6 +172,8 @@ export class HttpServer {
       aborted: () => ex.aborted,
       onAborted: (fn) => { if (ex.aborted) fn(); else (ex.abortHooks ??= []).push(fn) },
       baseHeaders: () => { ex.wrote = true; return this.baseHeaders(ex) },
+      route: c.route,
+      rateLimit: (caller) => { ex.caller = caller; this.rateLimit(ex, caller) },
     }
     this.inFlight++
     this.run(c, ex, ctx, body)
@@ -178,16 +191,7 @@ export class HttpServer {
       const caller = await this.services.auth.authenticate(route, ctx.headers, ctx.query)
       ex.caller = caller
       ctx.caller = caller
-      if (caller.kind !== 'admin') {
-        const limit = this.services.config.tierLimits[caller.tier].rpm
-        const d = this.services.limiter.hit(caller.bucket, limit)
-        ex.rate = { limit: d.limit, remaining: d.remaining }
-        if (!d.allowed) {
-          const e = new ApiError('RATE_LIMIT_EXCEEDED', `Rate limit of ${limit} requests per minute exceeded; retry in ${d.retryAfter} s`, { retry_after: d.retryAfter })
-          e.headers = { 'Retry-After': String(d.retryAfter) }
-          throw e
-        }
-      }
+      this.rateLimit(ex, caller)
     }
     if (raw !== undefined) {
       const parsed = parseJson(raw)
@@ -201,6 +205,19 @@ export class HttpServer {
     }
     const reply = await route.handler(ctx)
     this.send(ex, reply, ctx)
+  }
+
+  /** The per-key sliding window (SPEC.md 8); X-RateLimit-* go on the answer either way. */
+  private rateLimit (ex: Exchange, caller: Caller): void {
+    if (caller.kind === 'admin') return
+    const limit = this.services.config.tierLimits[caller.tier].rpm
+    const d = this.services.limiter.hit(caller.bucket, limit)
+    ex.rate = { limit: d.limit, remaining: d.remaining }
+    if (!d.allowed) {
+      const e = new ApiError('RATE_LIMIT_EXCEEDED', `Rate limit of ${limit} requests per minute exceeded; retry in ${d.retryAfter} s`, { retry_after: d.retryAfter })
+      e.headers = { 'Retry-After': String(d.retryAfter) }
+      throw e
+    }
   }
 
   private baseHeaders (ex: Exchange): Record<string, string> {

@@ -1,0 +1,178 @@
+import type { HttpResponse } from 'uWebSockets.js'
+import type { JobView } from '../jobs/view.js'
+import { TERMINAL } from '../jobs/view.js'
+
+/**
+ * One open SSE stream (DESIGN.md 7). Deliberately small: no timer and no closure of its own
+ * besides uWS's onAborted/onWritable; a stream that cannot be written keeps only the latest
+ * status (coalescing), so a slow reader never makes memory grow.
+ */
+class Stream {
+  /** Last event id written (monotonic per job). */
+  lastId = 0
+  /** Latest undelivered event while the socket is backpressured (coalesced). */
+  pending: string | null = null
+  pendingDone = false
+  blocked = false
+  closed = false
+  constructor (readonly res: HttpResponse, readonly jobId: string, readonly accountId: number) {}
+}
+
+/** The event id of a job state: its update time in ms, +1 for `done`. */
+export function eventIdOf (view: JobView): number {
+  return Date.parse(view.updated_at)
+}
+
+function statusData (v: JobView): string {
+  const d: Record<string, unknown> = { id: v.id, status: v.status, progress: v.progress }
+  if (v.result_url !== null) d.result_url = v.result_url
+  if (v.error_message !== null) d.error_message = v.error_message
+  return JSON.stringify(d)
+}
+
+/** `event: status` then, for a terminal job, `event: done` (which ends the stream). */
+function framesOf (v: JobView, withStatus: boolean): { text: string; id: number; done: boolean } {
+  const id = eventIdOf(v)
+  const done = TERMINAL.has(v.status)
+  let text = withStatus ? `id: ${id}\nevent: status\ndata: ${statusData(v)}\n\n` : ''
+  if (done) text += `id: ${id + 1}\nevent: done\ndata: ${JSON.stringify({ id: v.id, status: v.status })}\n\n`
+  return { text, id: done ? id + 1 : id, done }
+}
+
+/**
+ * All SSE streams of this node: subscriptions by job, per-account counts for the tier caps,
+ * one heartbeat sweep for every stream (SSE_HEARTBEAT_MS), fan-out of job events corked per
+ * socket, backpressure with coalescing.
+ */
+export class SseHub {
+  private readonly byJob = new Map<string, Set<Stream>>()
+  private readonly perAccount = new Map<number, number>()
+  private readonly heartbeat: NodeJS.Timeout
+  private count = 0
+
+  constructor (heartbeatMs: number) {
+    this.heartbeat = setInterval(() => this.beat(), heartbeatMs)
+    this.heartbeat.unref()
+  }
+
+  get size (): number { return this.count }
+  openStreams (accountId: number): number { return this.perAccount.get(accountId) ?? 0 }
+
+  /** Reserves a slot for the account; false when it is at `max`. */
+  reserve (accountId: number, max: number): boolean {
+    const n = this.perAccount.get(accountId) ?? 0
+    if (n >= max) return false
+    this.perAccount.set(accountId, n + 1)
+    return true
+  }
+
+  release (accountId: number): void {
+    const n = (this.perAccount.get(accountId) ?? 1) - 1
+    if (n <= 0) this.perAccount.delete(accountId)
+    else this.perAccount.set(accountId, n)
+  }
+
+  /**
+   * Starts a stream whose slot is reserved: writes the headers and the current state (unless
+   * Last-Event-ID shows the client has it), then follows the job. Must run inside res.cork.
+   */
+  open (res: HttpResponse, onAborted: (fn: () => void) => void, headers: Record<string, string>, view: JobView, accountId: number, lastEventId: number): void {
+    const s = new Stream(res, view.id, accountId)
+    res.writeStatus('200 OK')
+    for (const k in headers) res.writeHeader(k, headers[k])
+    res.writeHeader('Content-Type', 'text/event-stream; charset=utf-8')
+    res.writeHeader('Cache-Control', 'no-cache, no-transform')
+    res.writeHeader('Connection', 'keep-alive')
+    res.writeHeader('X-Accel-Buffering', 'no')
+    onAborted(() => this.drop(s))
+    s.lastId = lastEventId
+    const f = framesOf(view, eventIdOf(view) > lastEventId)
+    // A retry hint, and an initial comment so proxies and clients see the stream open at once.
+    res.write(`retry: 3000\n: stream for ${view.id}\n\n`)
+    if (f.text) { res.write(f.text); s.lastId = Math.max(s.lastId, f.id) }
+    // done was already seen too: close at once.
+    if (f.done) { s.closed = true; res.end(); this.forget(s); return }
+    let set = this.byJob.get(view.id)
+    if (!set) { set = new Set(); this.byJob.set(view.id, set) }
+    set.add(s)
+    this.count++
+  }
+
+  /** A job changed (from the shards, through the job cache). */
+  publish (view: JobView): void {
+    const set = this.byJob.get(view.id)
+    if (!set) return
+    const id = eventIdOf(view)
+    const full = framesOf(view, true)
+    let doneOnly: ReturnType<typeof framesOf> | null = null
+    for (const s of set) {
+      let f = full
+      if (id <= s.lastId) {
+        // Already seen (Last-Event-ID): never repeat a status; a terminal job still gets `done`.
+        if (!full.done) continue
+        f = doneOnly ??= framesOf(view, false)
+      }
+      const nextId = Math.max(s.lastId, f.id)
+      if (s.blocked) { s.pending = f.text; s.pendingDone = f.done; s.lastId = nextId; continue }
+      s.lastId = nextId
+      this.write(s, f.text, f.done)
+    }
+  }
+
+  private write (s: Stream, text: string, done: boolean): void {
+    let ok = true
+    s.res.cork(() => { ok = s.res.write(text) })
+    if (done) { this.end(s); return }
+    if (!ok) {
+      s.blocked = true
+      s.res.onWritable(() => {
+        s.blocked = false
+        const p = s.pending
+        if (p === null) return true
+        const d = s.pendingDone
+        s.pending = null
+        this.write(s, p, d)
+        return true
+      })
+    }
+  }
+
+  private end (s: Stream): void {
+    if (s.closed) return
+    s.closed = true
+    s.res.cork(() => s.res.end())
+    this.forget(s)
+  }
+
+  private drop (s: Stream): void {
+    if (s.closed) return
+    s.closed = true
+    this.forget(s)
+  }
+
+  private forget (s: Stream): void {
+    const set = this.byJob.get(s.jobId)
+    if (set?.delete(s)) {
+      this.count--
+      if (set.size === 0) this.byJob.delete(s.jobId)
+    }
+    s.pending = null
+    this.release(s.accountId)
+  }
+
+  private beat (): void {
+    if (this.count === 0) return
+    const ts = new Date().toISOString()
+    for (const set of this.byJob.values()) {
+      for (const s of set) {
+        if (s.blocked) continue // a heartbeat never queues behind a slow reader
+        s.res.cork(() => { s.res.write(`id: ${s.lastId}\nevent: heartbeat\ndata: {"ts":"${ts}"}\n\n`) })
+      }
+    }
+  }
+
+  close (): void {
+    clearInterval(this.heartbeat)
+    for (const set of [...this.byJob.values()]) for (const s of [...set]) this.end(s)
+  }
+}

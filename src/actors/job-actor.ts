@@ -53,6 +53,9 @@ export class JobActor {
   /** Adopts the answer of a submission that timed out at creation, whenever it comes. */
   awaitSubmission (p: Promise<{ providerJobId: string }>): void {
     this.submitting = p
+    // Keep ticking while the answer is outstanding: a provider that never answers must still
+    // meet the job's deadline (failed + refund), and tick() only re-arms while `submitting`.
+    this.schedule()
     p.then(async ({ providerJobId }) => {
       this.submitting = null
       if (this.terminal) return

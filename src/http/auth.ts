@@ -79,7 +79,10 @@ export class Authenticator {
           passwordChangedAtMs: row.password_changed_at ? row.password_changed_at.getTime() : null,
         }
       : null
-    this.accounts.set(id, { v, at: now })
+    // A miss is not cached: the id may be created a moment later (signup, operator), and only a
+    // correctly signed session can ask for an id without an account behind it.
+    if (v !== null) this.accounts.set(id, { v, at: now })
+    else this.accounts.delete(id)
     return v
   }
 

@@ -36,9 +36,31 @@ export function readBody (res: HttpResponse, limit: number, onTooLarge?: () => v
 /** Parses a JSON body; an empty body is `undefined`. Malformed JSON is 400 VALIDATION_ERROR. */
 export function parseJson (buf: Buffer): unknown {
   if (buf.length === 0) return undefined
+  const text = buf.toString('utf8')
+  let value: unknown
   try {
-    return JSON.parse(buf.toString('utf8'))
+    value = JSON.parse(text)
   } catch (e) {
     throw new ApiError('VALIDATION_ERROR', 'Malformed JSON body', { details: [{ path: '', message: (e as Error).message }] })
   }
+  // PostgreSQL text cannot hold U+0000: refuse it here as a 400 rather than let the insert fail
+  // as a 500. In valid JSON it can only come from a `\u0000` escape, so most bodies skip the walk.
+  if (/\\u0000/i.test(text)) {
+    const at = nulPath(value, '')
+    if (at !== null) throw new ApiError('VALIDATION_ERROR', 'Strings must not contain U+0000 (NUL)', { details: [{ path: at || '/', message: 'must not contain U+0000' }] })
+  }
+  return value
+}
+
+/** JSON Pointer of the first string (value or key) containing U+0000, or null. */
+function nulPath (v: unknown, path: string): string | null {
+  if (typeof v === 'string') return v.includes('\u0000') ? path : null
+  if (v === null || typeof v !== 'object') return null
+  for (const [k, x] of Object.entries(v)) {
+    const p = `${path}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`
+    if (k.includes('\u0000')) return p
+    const r = nulPath(x, p)
+    if (r !== null) return r
+  }
+  return null
 }

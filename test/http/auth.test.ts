@@ -234,6 +234,17 @@ t.test('USER_NOT_FOUND for a valid JWT naming an account that does not exist', a
   assertError(t, await s.req('POST', '/v1/auth/keys', { jwt: token, body: {} }), 401, 'USER_NOT_FOUND', 'creating a key')
 })
 
+t.test('a session for an id refused as USER_NOT_FOUND works as soon as that account exists', async (t) => {
+  const [{ next }] = await s.app.services.sql<any[]>`SELECT last_value + 1 AS next FROM accounts_id_seq`
+  const token = signSession(JWT_SECRET, Number(next)).token
+  assertError(t, await s.req('GET', '/v1/auth/me', { jwt: token }), 401, 'USER_NOT_FOUND', 'before')
+  const u = await createUser(s, { withKey: false })
+  t.equal(u.id, Number(next), 'the account got that id')
+  const r = await s.req('GET', '/v1/auth/me', { jwt: token })
+  t.equal(r.status, 200, 'no stale "no such user" answer')
+  t.equal(r.body.user_id, u.id)
+})
+
 t.test('ACCOUNT_BANNED for a key (and a session) of an account the operator banned', async (t) => {
   const u = await createUser(s)
   t.equal((await s.req('GET', '/v1/auth/me', { key: u.key })).status, 200, 'cached as not banned')

@@ -45,9 +45,10 @@ export class Metering {
     const used = [...this.lastUsed]
     this.lastUsed.clear()
     this.flushing = (async () => {
+      // Two independent writes, each retried on its own: a failed touch must not re-insert
+      // rows that were already written (double metering), nor a failed batch lose key uses.
       try {
         await writeMeterBatch(this.sql, rows)
-        await touchKeys(this.sql, used)
       } catch (err) {
         this.log.warn({ err: String(err), rows: rows.length }, 'metering flush failed; will retry')
         this.buf = rows.concat(this.buf)
@@ -55,11 +56,25 @@ export class Metering {
           this.dropped += this.buf.length - MAX_BUFFER
           this.buf = this.buf.slice(this.buf.length - MAX_BUFFER)
         }
-      } finally {
-        this.flushing = null
       }
+      try {
+        await touchKeys(this.sql, used)
+      } catch (err) {
+        this.log.warn({ err: String(err), keys: used.length }, 'last_used_at flush failed; will retry')
+        for (const [id, at] of used) if ((this.lastUsed.get(id) ?? 0) < at) this.lastUsed.set(id, at)
+      }
+      this.flushing = null
     })()
     return this.flushing
+  }
+
+  /**
+   * Waits until the rows buffered for `accountId` are written (GET /v1/usage/summary reads the
+   * rollup): nothing to do, and no round trip, when none are buffered or being written.
+   */
+  async flushFor (accountId: number): Promise<void> {
+    if (this.flushing) await this.flushing
+    if (this.buf.some(r => r.account_id === accountId)) await this.flush()
   }
 
   async close (): Promise<void> {

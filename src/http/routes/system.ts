@@ -11,13 +11,18 @@ const Health = Type.Object({
   checks: Type.Object({ database: Type.String() }),
 })
 
-let last: { at: number; ok: boolean } | null = null
-let probing: Promise<boolean> | null = null
+/** Probe state per service instance (several apps can share a process, e.g. in tests). */
+interface Probe { last: { at: number; ok: boolean } | null; probing: Promise<boolean> | null }
+const probes = new WeakMap<Services, Probe>()
 
 /** `SELECT 1` with a 2 s budget; results are reused for 500 ms so a load balancer's probes stay cheap. */
 async function databaseUp (s: Services): Promise<boolean> {
+  let p = probes.get(s)
+  if (!p) { p = { last: null, probing: null }; probes.set(s, p) }
+  const { last } = p
   if (last && Date.now() - last.at < 500) return last.ok
-  probing ??= (async () => {
+  const probe = p
+  probe.probing ??= (async () => {
     let timer: NodeJS.Timeout | undefined
     try {
       await Promise.race([
@@ -30,10 +35,10 @@ async function databaseUp (s: Services): Promise<boolean> {
     }
   })()
   try {
-    const ok = await probing
-    last = { at: Date.now(), ok }
+    const ok = await probe.probing
+    probe.last = { at: Date.now(), ok }
     return ok
-  } finally { probing = null }
+  } finally { probe.probing = null }
 }
 
 /** GET /v1/health and GET /v1/openapi.json (SPEC.md 4.1). */

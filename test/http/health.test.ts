@@ -1,0 +1,93 @@
+// GET /v1/health (SPEC.md 4.1): 200 ok, 503 degraded while PostgreSQL is unreachable, and
+// back to 200 by itself when it returns. PostgreSQL is cut off with a TCP proxy.
+import t from 'tap'
+import { ADMIN_DATABASE_URL, freshDatabase } from '../helpers/db.js'
+import { createUser, startServer, type TestServer } from '../helpers/server.js'
+import { TcpProxy } from '../fixtures/tcp-proxy.js'
+
+const sleep = (ms: number) => new Promise(resolve => setTimeout(resolve, ms))
+const CACHE_MS = 500
+
+function assertShape (t: any, body: any, status: 'ok' | 'degraded'): void {
+  t.equal(body.status, status, `status ${status}`)
+  t.equal(body.service, 'genjobs')
+  t.type(body.version, 'string')
+  t.ok(!Number.isNaN(Date.parse(body.timestamp)), 'timestamp is a date-time')
+  t.type(body.checks, 'object')
+  t.type(body.checks.database, 'string')
+}
+
+/** Polls /v1/health until it answers `status`, for up to `ms`. */
+async function waitFor (s: TestServer, status: number, ms: number) {
+  const until = Date.now() + ms
+  for (;;) {
+    const r = await s.req('GET', '/v1/health')
+    if (r.status === status || Date.now() > until) return r
+    await sleep(100)
+  }
+}
+
+const direct = await startServer(t)
+
+t.test('GET /v1/health answers 200 ok with the database check, uncached by clients', async (t) => {
+  const r = await direct.req('GET', '/v1/health')
+  t.equal(r.status, 200)
+  assertShape(t, r.body, 'ok')
+  t.equal(r.body.checks.database, 'ok')
+  t.equal(r.headers.get('cache-control'), 'no-store')
+  t.same(Object.keys(r.body).sort(), ['checks', 'service', 'status', 'timestamp', 'version'])
+})
+
+t.test('PostgreSQL unreachable: 503 degraded; reachable again: 200 ok without a restart', async (t) => {
+  const pgPort = Number(new URL(ADMIN_DATABASE_URL).port || 5432)
+  const proxy = new TcpProxy(pgPort, new URL(ADMIN_DATABASE_URL).hostname)
+  await proxy.start() // migrations run at boot, through the proxy
+  t.teardown(() => proxy.stop())
+  const db = await freshDatabase(t)
+  const s = await startServer(t, { DATABASE_URL: proxy.rewrite(db) })
+  t.ok(proxy.accepted > 0, 'the service reaches PostgreSQL through the proxy')
+
+  const u = await createUser(s)
+  t.equal((await s.req('GET', '/v1/auth/me', { key: u.key })).status, 200, 'key and account now cached')
+  await s.app.services.metering.flush()
+  const ok = await s.req('GET', '/v1/health')
+  t.equal(ok.status, 200)
+  assertShape(t, ok.body, 'ok')
+
+  await proxy.stop()
+  await sleep(CACHE_MS + 100)
+  const down = await s.req('GET', '/v1/health')
+  t.equal(down.status, 503)
+  assertShape(t, down.body, 'degraded')
+  t.not(down.body.checks.database, 'ok')
+  t.match(down.headers.get('content-type'), /application\/json/)
+
+  // Each service probes its own database: the healthy one is not tainted by this one's answer.
+  const other = await direct.req('GET', '/v1/health')
+  t.equal(other.status, 200, 'another app in the same process still reports ok')
+  t.equal(other.body.status, 'ok')
+
+  // A cached key keeps working while PostgreSQL is away (no database on the hot path), and the
+  // request's metering row and last_used_at survive the failed flush.
+  const usedAt = Date.now()
+  const me = await s.req('GET', '/v1/auth/me', { key: u.key })
+  t.equal(me.status, 200, 'served from memory')
+  const reqId = me.headers.get('x-request-id')
+  await s.app.services.metering.flush() // fails: PostgreSQL is away
+  const still = await s.req('GET', '/v1/health')
+  t.equal(still.status, 503, 'still degraded')
+
+  await proxy.start()
+  const back = await waitFor(s, 200, 10_000)
+  t.equal(back.status, 200, 'recovers by itself')
+  assertShape(t, back.body, 'ok')
+  t.equal(back.body.checks.database, 'ok')
+
+  await s.app.services.metering.flush()
+  const sql = s.app.services.sql
+  const rows = await sql<any[]>`SELECT status, endpoint FROM request_log WHERE request_id = ${reqId}`
+  t.same(rows.map(r => [r.status, r.endpoint]), [[200, '/v1/auth/me']], 'the request made during the outage is metered once')
+  const [k] = await sql<any[]>`SELECT last_used_at FROM api_keys WHERE id = ${u.keyId}`
+  t.ok(k.last_used_at instanceof Date && k.last_used_at.getTime() >= usedAt - 5, 'last_used_at includes the use during the outage')
+  t.equal((await s.req('GET', '/v1/auth/me', { key: u.key })).status, 200)
+})

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pino, type Logger } from 'pino'
+import { DeliveryPool } from './actors/delivery-pool.js'
 import { ShardPool } from './actors/shard-pool.js'
 import type { Config } from './config.js'
 import { connect, type Sql } from './db/connect.js'
@@ -19,6 +20,8 @@ import { Passwords } from './util/passwords.js'
 import { JobCache } from './jobs/cache.js'
 import { SseHub } from './http/sse.js'
 import { Tickets } from './http/tickets.js'
+import { RedisBus } from './redis.js'
+import { RedisRateLimiter } from './http/rate-limit-redis.js'
 import { createStorage } from './storage/index.js'
 import { UploadSweeper } from './storage/sweeper.js'
 
@@ -84,6 +87,8 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   }
   const jwtSecret = config.jwtSecret ?? (await persistedSecret(config.dataDir, 'jwt-secret')).value
 
+  const nodeId = process.env.NODE_ID || (await persistedSecret(config.dataDir, 'node-id')).value.slice(0, 16)
+  const bus = config.redisUrl ? new RedisBus(config.redisUrl, config.redisPrefix, nodeId, log) : null
   const jobs = new JobCache()
   const sse = new SseHub(config.sseHeartbeatMs)
   jobs.onUpdate((_accountId, view) => sse.publish(view))
@@ -91,17 +96,32 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     shards: config.shards,
     databaseUrl,
     config,
+    nodeId,
     onLog: (level, msg) => log[level](msg),
-    onEvent: (ev) => { if (ev.type === 'job.updated') jobs.update(ev.accountId, ev.job) },
+    onEvent: (ev) => {
+      if (ev.type !== 'job.updated') return
+      jobs.update(ev.accountId, ev.job)
+      bus?.publish({ t: 'job', a: ev.accountId, j: ev.job })
+    },
   })
   await shards.ready()
 
   const auth = new Authenticator(sql, jwtSecret, adminToken)
+  if (bus) {
+    auth.onInvalidate = (k, id) => bus.publish({ t: 'inv', k, id })
+    await bus.start((m) => {
+      if (m.t === 'job') jobs.update(m.a, m.j)
+      else if (m.k === 'key') auth.invalidateKey(m.id, false)
+      else auth.invalidateAccount(Number(m.id), false)
+    })
+  }
   const passwords = new Passwords()
   const limiter = new RateLimiter()
   const metering = new Metering(sql, log, auth.lastUsed, config.meteringRetentionDays)
   const storage = await createStorage(config)
-  const services: Services = { config, sql, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, tickets: new Tickets(jwtSecret), version: await readVersion() }
+  const services: Services = { config, sql, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, bus, redisLimiter: bus ? new RedisRateLimiter(bus.pub, config.redisPrefix) : null, nodeId, tickets: new Tickets(jwtSecret), version: await readVersion() }
+  const delivery = new DeliveryPool({ databaseUrl, config, version: services.version, onLog: (level, msg) => log[level](msg) }) // webhooks (DESIGN.md 2)
+  await delivery.ready()
 
   let doc: unknown = null
   const routes = allRoutes(() => doc, opts.routes)
@@ -121,12 +141,14 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     close: () => (closed ??= (async () => {
       sse.close()
       await server.close()
+      await bus?.close()
       await shards.close()
       await metering.close()
       limiter.close()
       await passwords.close()
       await sweeper.stop()
       storage.close?.()
+      await delivery.close()
       await sql.end({ timeout: 5 })
       if (embedded) await embedded.stop()
     })()),

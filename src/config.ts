@@ -27,6 +27,8 @@ export interface Config {
   simSpeed: number
   moderationTerms: string[]
   webhookAllowlist: string[]
+  /** WEBHOOK_RETRY_SCALE: multiplies the webhook retry schedule (DESIGN.md 7); default 1, tests use 0.001. */
+  webhookRetryScale: number
   logLevel: string
   dataDir: string
   tierLimits: TierLimits
@@ -34,6 +36,8 @@ export interface Config {
   submitTimeoutMs: number
   /** Days raw request-metering rows are kept (rollups are kept forever). */
   meteringRetentionDays: number
+  /** Namespace of this deployment's Redis keys and channel (REDIS_PREFIX, default genjobs). */
+  redisPrefix: string
   /** Model id -> provider name (PROVIDER_ROUTES JSON; `*` is the default). */
   providerRoutes: Record<string, string>
   /** Content-policy violations before an account is suspended (POLICY_VIOLATION_LIMIT). */
@@ -120,6 +124,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, overrides: Par
     simSpeed: int('SIM_SPEED', env.SIM_SPEED, 1, 0.001),
     moderationTerms: list(env.MODERATION_TERMS).map(s => s.toLowerCase()),
     webhookAllowlist: list(env.WEBHOOK_ALLOWLIST).map(s => s.toLowerCase()),
+    webhookRetryScale: int('WEBHOOK_RETRY_SCALE', env.WEBHOOK_RETRY_SCALE, 1, 0),
     logLevel: env.LOG_LEVEL || 'info',
     dataDir: resolve(env.DATA_DIR || './data'),
     tierLimits: parseTierLimits(env.TIER_LIMITS),
@@ -127,6 +132,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, overrides: Par
     submitTimeoutMs: int('SUBMIT_TIMEOUT_MS', env.SUBMIT_TIMEOUT_MS, 15000, 1),
     meteringRetentionDays: int('METERING_RETENTION_DAYS', env.METERING_RETENTION_DAYS, 30, 1),
     providerRoutes: parseRoutes(env.PROVIDER_ROUTES),
+    redisPrefix: env.REDIS_PREFIX || 'genjobs',
     policyViolationLimit: int('POLICY_VIOLATION_LIMIT', env.POLICY_VIOLATION_LIMIT, 3, 1),
     storageDriver: storageDriver(env.STORAGE_DRIVER),
     s3: {

@@ -10,6 +10,8 @@ import type { Storage } from './storage/storage.js'
 import type { JobCache } from './jobs/cache.js'
 import type { SseHub } from './http/sse.js'
 import type { Tickets } from './http/tickets.js'
+import type { RedisBus } from './redis.js'
+import type { RedisRateLimiter } from './http/rate-limit-redis.js'
 
 /** What route handlers can use. Built once by src/app.ts. */
 export interface Services {
@@ -25,6 +27,11 @@ export interface Services {
   limiter: RateLimiter
   /** Views of recent and live jobs, fed by shard events. */
   jobs: JobCache
+  /** Cross-node bus and shared rate window (only with REDIS_URL). */
+  bus: RedisBus | null
+  redisLimiter: RedisRateLimiter | null
+  /** This node's id (NODE_ID, else kept in DATA_DIR/node-id). */
+  nodeId: string
   /** Open SSE streams of this node. */
   sse: SseHub
   /** SSE ticket signing (HMAC, valid on any node sharing JWT_SECRET). */

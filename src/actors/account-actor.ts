@@ -2,7 +2,7 @@ import { ApiError } from '../errors.js'
 import { applyCredit, loadAccountView, recordPurchase } from '../db/accounts.js'
 import type { Sql } from '../db/connect.js'
 import {
-  activeCountsByKey, findBatch, findJobByIdempotencyKey, finishJob, getJob, insertBatch, insertImage, insertJob,
+  activeCountsByKey, findBatch, LEASE_MS, findJobByIdempotencyKey, finishJob, getJob, insertBatch, insertImage, insertJob,
   insertVideo, setFreeVideosUsed, updateJobProgress, videoIdOfJob,
 } from '../db/jobs.js'
 import { newJobId } from '../jobs/id.js'
@@ -26,6 +26,10 @@ export interface ActorDeps {
   submitTimeoutMs: number
   /** Content-policy hits before the account is suspended. */
   violationThreshold: number
+  /** This node's id: new jobs are leased to it (DESIGN.md 4). */
+  nodeId: string
+  /** REDIS_URL is set: other nodes may change this account too. */
+  multiNode: boolean
   emit: (ev: ShardEvent) => void
   log: (level: 'info' | 'warn' | 'error', msg: string, extra?: Record<string, unknown>) => void
 }
@@ -54,6 +58,8 @@ export class AccountActor implements JobHost {
   /** Free-trial videos held likewise. */
   private trialReserved = 0
   private readonly inFlight = new Map<number | null, number>()
+  /** Creations decided but not committed yet, per key (part of inFlight). */
+  private readonly pendingByKey = new Map<number | null, number>()
   private readonly idem = new Map<string, IdemEntry>()
   private readonly batchIdem = new Map<string, Promise<BatchView>>()
   readonly jobs = new Map<string, JobActor>()
@@ -76,6 +82,17 @@ export class AccountActor implements JobHost {
 
   get (): Promise<AccountView> {
     return this.mailbox.post(async () => ({ ...(await this.load()) }))
+  }
+
+  /** Balance, flags and in-flight counts from the tables (multi-node: before refusing). */
+  private async refresh (): Promise<void> {
+    const [v, counts] = await Promise.all([loadAccountView(this.deps.sql, this.id), activeCountsByKey(this.deps.sql, this.id)])
+    if (!v) throw new ApiError('USER_NOT_FOUND', 'Account does not exist')
+    this.state = v
+    this.inFlight.clear()
+    for (const [k, n] of counts) this.inFlight.set(k, n)
+    // Creations decided but not yet committed here are not in the tables yet.
+    for (const j of this.pendingByKey) this.inFlight.set(j[0], (this.inFlight.get(j[0]) ?? 0) + j[1])
   }
 
   /** Reloads flags and balance (after an operator PATCH or a refused conditional charge). */
@@ -151,11 +168,20 @@ export class AccountActor implements JobHost {
           return { kind: 'replay' as const, entry: e }
         }
       }
-      this.check(req, req.spec)
+      try {
+        this.check(req, req.spec)
+      } catch (err) {
+        // Several nodes share the account: this actor's balance or in-flight count may be
+        // stale (another node charged, refunded or finished jobs). Refresh once, then decide.
+        if (!this.deps.multiNode || !(err instanceof ApiError) || !['INSUFFICIENT_CREDITS', 'concurrency_limit_reached', 'upgrade_required'].includes(err.code)) throw err
+        await this.refresh()
+        this.check(req, req.spec)
+      }
       const trial = this.isTrialVideo(req.spec)
       this.reserved += req.spec.credits
       if (trial) this.trialReserved++
       this.inFlight.set(req.keyId, (this.inFlight.get(req.keyId) ?? 0) + 1)
+      this.pendingByKey.set(req.keyId, (this.pendingByKey.get(req.keyId) ?? 0) + 1)
       let settle!: (v: unknown) => void
       const pending = new Promise(resolve => { settle = resolve })
       if (key !== undefined) this.idem.set(key, { fingerprint: req.fingerprint ?? '', pending })
@@ -212,7 +238,14 @@ export class AccountActor implements JobHost {
     if (!breaker.allow()) throw new ApiError('PROVIDER_ERROR', 'The provider is temporarily unavailable (circuit open); nothing was charged')
   }
 
+  private unpend (keyId: number | null): void {
+    const n = (this.pendingByKey.get(keyId) ?? 1) - 1
+    if (n <= 0) this.pendingByKey.delete(keyId)
+    else this.pendingByKey.set(keyId, n)
+  }
+
   private release (spec: JobSpec, keyId: number | null, trial: boolean): void {
+    this.unpend(keyId)
     this.reserved -= spec.credits
     if (trial) this.trialReserved--
     this.decInFlight(keyId)
@@ -256,6 +289,8 @@ export class AccountActor implements JobHost {
       created_at: now,
       updated_at: now,
       completed_at: null,
+      owner: this.deps.nodeId,
+      lease_until: new Date(now.getTime() + LEASE_MS),
     }
 
     let submission: Promise<{ providerJobId: string }> | null = null
@@ -317,6 +352,7 @@ export class AccountActor implements JobHost {
     const s = this.state!
     s.credits -= spec.credits
     this.reserved -= spec.credits
+    this.unpend(req.keyId)
     if (trial) { this.trialReserved--; s.free_videos_used++ }
 
     if (row.status === 'completed') {
@@ -351,8 +387,13 @@ export class AccountActor implements JobHost {
     return job
   }
 
-  /** Resume after a restart: the account's in-flight counts come from the same rows. */
+  /** Resume a claimed job (restart, or another node's expired lease). */
   resume (row: JobRow): void {
+    if (this.jobs.has(row.id)) return
+    if (this.state) {
+      // A job taken over from another node counts against its key here from now on.
+      this.inFlight.set(row.key_id, (this.inFlight.get(row.key_id) ?? 0) + 1)
+    }
     const job = this.adopt(row)
     job.schedule(1)
   }

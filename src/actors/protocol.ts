@@ -136,4 +136,6 @@ export interface ShardInit {
   shards: number
   databaseUrl: string
   config: Config
+  /** This node's id: owner of the job leases its shards take. */
+  nodeId: string
 }

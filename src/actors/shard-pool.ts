@@ -12,6 +12,7 @@ export interface ShardPoolOptions {
   shards: number
   databaseUrl: string
   config: Config
+  nodeId: string
   /** Default ask timeout. */
   timeoutMs?: number
   onEvent?: (ev: ShardEvent) => void
@@ -60,7 +61,7 @@ export class ShardPool {
   }
 
   private spawn (shard: number): Slot {
-    const init: ShardInit = { shard, shards: this.opts.shards, databaseUrl: this.opts.databaseUrl, config: this.opts.config }
+    const init: ShardInit = { shard, shards: this.opts.shards, databaseUrl: this.opts.databaseUrl, config: this.opts.config, nodeId: this.opts.nodeId }
     const worker = new Worker(new URL('./shard-worker.js', import.meta.url), { workerData: init })
     const port = new BatchedPort(worker)
     let markReady: () => void = () => {}

@@ -2,7 +2,7 @@ import { parentPort, workerData } from 'node:worker_threads'
 import { pino } from 'pino'
 import { ApiError } from '../errors.js'
 import { connect } from '../db/connect.js'
-import { activeJobsOfShard } from '../db/jobs.js'
+import { claimJobs, LEASE_MS, renewLeases } from '../db/jobs.js'
 import { Providers } from '../providers/registry.js'
 import { createStorage } from '../storage/index.js'
 import { AccountActor, type ActorDeps } from './account-actor.js'
@@ -31,6 +31,8 @@ const deps: ActorDeps = {
   simSpeed: config.simSpeed,
   submitTimeoutMs: config.submitTimeoutMs,
   violationThreshold: config.policyViolationLimit,
+  nodeId: init.nodeId,
+  multiNode: config.redisUrl !== undefined,
   emit: (ev) => port.event(ev),
   log: (level, msg, extra) => log[level](extra ?? {}, msg),
 }
@@ -75,9 +77,22 @@ parentPort!.on('message', (data: Uint8Array) => {
   if (b.req) for (const env of b.req) dispatch(env)
 })
 
-// Resume the jobs a previous run left unfinished (DESIGN.md 3: recovered from the tables).
-const active = await activeJobsOfShard(sql, init.shard, init.shards)
-for (const row of active) account(row.account_id).resume(row)
-if (active.length) log.info({ jobs: active.length }, 'resumed unfinished jobs')
+// Job ownership (DESIGN.md 3 and 4): at start, take back what a previous run of this node left
+// unfinished plus any job whose owner stopped renewing; then keep renewing our leases and
+// keep claiming expired ones (a dead node's jobs resume here).
+async function claim (reclaimOwn: boolean): Promise<void> {
+  const rows = await claimJobs(sql, init.nodeId, init.shard, init.shards, reclaimOwn)
+  for (const row of rows) account(row.account_id).resume(row)
+  if (rows.length) log.info({ jobs: rows.length }, 'resumed unfinished jobs')
+}
+await claim(true)
+const leaseTimer = setInterval(() => {
+  const ids: string[] = []
+  for (const a of accounts.values()) for (const id of a.jobs.keys()) ids.push(id)
+  renewLeases(sql, init.nodeId, ids)
+    .then(() => claim(false))
+    .catch((err) => log.warn({ err: String(err) }, 'lease renewal failed'))
+}, LEASE_MS / 3)
+leaseTimer.unref()
 
 port.event({ type: 'shard.ready', shard: init.shard })

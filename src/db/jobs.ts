@@ -23,17 +23,20 @@ export interface NewJob {
   progress?: number
   result_url?: string | null
   completed_at?: Date | null
+  /** The node running the job and its lease (DESIGN.md 4). */
+  owner?: string | null
+  lease_until?: Date | null
 }
 
 export async function insertJob (tx: Q, j: NewJob): Promise<JobRow> {
   const [row] = await tx<JobRow[]>`
     INSERT INTO jobs (id, account_id, key_id, type, model, status, prompt, request, credits_charged, estimated_seconds,
       provider, provider_job_id, idempotency_key, request_hash, source_job_id, free_trial, deadline_at, created_at, updated_at,
-      progress, result_url, completed_at)
+      progress, result_url, completed_at, owner, lease_until)
     VALUES (${j.id}, ${j.account_id}, ${j.key_id}, ${j.type}, ${j.model}, ${j.status}, ${j.prompt}, ${tx.json(j.request as any)},
       ${j.credits_charged}, ${j.estimated_seconds}, ${j.provider}, ${j.provider_job_id}, ${j.idempotency_key}, ${j.request_hash},
       ${j.source_job_id}, ${j.free_trial}, ${j.deadline_at}, ${j.created_at}, ${j.created_at},
-      ${j.progress ?? 0}, ${j.result_url ?? null}, ${j.completed_at ?? null})
+      ${j.progress ?? 0}, ${j.result_url ?? null}, ${j.completed_at ?? null}, ${j.owner ?? null}, ${j.lease_until ?? null})
     RETURNING *`
   return row
 }
@@ -103,10 +106,31 @@ export async function activeCountsByKey (sql: Q, accountId: number): Promise<Map
   return new Map(rows.map(r => [r.key_id, r.n]))
 }
 
-/** Jobs to resume when a shard starts: every non-terminal job of its accounts. */
-export async function activeJobsOfShard (sql: Q, shard: number, shards: number): Promise<JobRow[]> {
+/** How long a job lease lasts; the owner renews it every LEASE_MS / 3. */
+export const LEASE_MS = 30_000
+
+/**
+ * Claims non-terminal jobs of this shard's accounts that no live node holds: unowned, lease
+ * expired, or (at boot, `reclaimOwn`) left by a previous run of this node. SKIP LOCKED lets
+ * several nodes claim at once without waiting on each other.
+ */
+export async function claimJobs (sql: Q, node: string, shard: number, shards: number, reclaimOwn: boolean, limit = 1000): Promise<JobRow[]> {
   return sql<JobRow[]>`
-    SELECT * FROM jobs WHERE status IN ('queued', 'submitted', 'processing') AND account_id % ${shards} = ${shard} ORDER BY created_at`
+    UPDATE jobs SET owner = ${node}, lease_until = now() + make_interval(secs => ${LEASE_MS / 1000})
+    WHERE id IN (
+      SELECT id FROM jobs
+      WHERE status IN ('queued', 'submitted', 'processing') AND account_id % ${shards} = ${shard}
+        AND (owner IS NULL OR lease_until IS NULL OR lease_until < now() ${reclaimOwn ? sql`OR owner = ${node}` : sql``})
+      ORDER BY created_at LIMIT ${limit}
+      FOR UPDATE SKIP LOCKED)
+    RETURNING *`
+}
+
+/** Renews the leases of the jobs this node runs. */
+export async function renewLeases (sql: Q, node: string, ids: string[]): Promise<void> {
+  if (ids.length === 0) return
+  await sql`UPDATE jobs SET lease_until = now() + make_interval(secs => ${LEASE_MS / 1000})
+    WHERE id = ANY(${ids}::text[]) AND owner = ${node} AND status IN ('queued', 'submitted', 'processing')`
 }
 
 export interface JobFilter { status?: string; model?: string; type?: string; limit: number; offset: number }

@@ -46,7 +46,7 @@ export interface RouteContext {
   /** The route being served. */
   route: Route
   /** Counts a request of `caller` in its rate window (routes that authenticate themselves); throws RATE_LIMIT_EXCEEDED. */
-  rateLimit: (caller: Caller) => void
+  rateLimit: (caller: Caller) => Promise<void>
   /** For raw handlers: the headers the front end adds to every response (X-Request-Id, rate limits, CORS). */
   baseHeaders: () => Record<string, string>
 }
@@ -59,6 +59,10 @@ export interface Reply {
   headers?: Record<string, string>
   /** Strong validator; the front end answers 304 when If-None-Match matches. */
   etag?: string
+  /** Bytes sent as they are (HTML, scripts, CSS) instead of serialising `body` as JSON/TOON; one representation whatever Accept says. */
+  raw?: Buffer
+  /** Content-Type of `raw` (default application/octet-stream). */
+  contentType?: string
 }
 
 export interface RouteSchema {
@@ -92,6 +96,8 @@ export interface Route {
   rawBody?: boolean
   /** OpenAPI `content` of a raw body (multipart uploads). */
   rawBodySchema?: Record<string, unknown>
+  /** OpenAPI `content` of answers that are not JSON described by schema.response (HTML, scripts, event streams), by status. */
+  responseContent?: Record<number, Record<string, unknown>>
   /** Extra OpenAPI header parameters (Idempotency-Key, Last-Event-ID). */
   headers?: Array<Record<string, unknown>>
   handler: (ctx: RouteContext) => Promise<Reply> | Reply

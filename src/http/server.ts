@@ -173,7 +173,7 @@ export class HttpServer {
       onAborted: (fn) => { if (ex.aborted) fn(); else (ex.abortHooks ??= []).push(fn) },
       baseHeaders: () => { ex.wrote = true; return this.baseHeaders(ex) },
       route: c.route,
-      rateLimit: (caller) => { ex.caller = caller; this.rateLimit(ex, caller) },
+      rateLimit: (caller) => { ex.caller = caller; return this.rateLimit(ex, caller) },
     }
     this.inFlight++
     this.run(c, ex, ctx, body)
@@ -191,7 +191,7 @@ export class HttpServer {
       const caller = await this.services.auth.authenticate(route, ctx.headers, ctx.query)
       ex.caller = caller
       ctx.caller = caller
-      this.rateLimit(ex, caller)
+      await this.rateLimit(ex, caller)
     }
     if (raw !== undefined) {
       const parsed = parseJson(raw)
@@ -208,10 +208,11 @@ export class HttpServer {
   }
 
   /** The per-key sliding window (SPEC.md 8); X-RateLimit-* go on the answer either way. */
-  private rateLimit (ex: Exchange, caller: Caller): void {
+  private async rateLimit (ex: Exchange, caller: Caller): Promise<void> {
     if (caller.kind === 'admin') return
     const limit = this.services.config.tierLimits[caller.tier].rpm
-    const d = this.services.limiter.hit(caller.bucket, limit)
+    // With REDIS_URL the window is shared by every node; otherwise it lives in this process.
+    const d = this.services.redisLimiter ? await this.services.redisLimiter.hit(caller.bucket, limit) : this.services.limiter.hit(caller.bucket, limit)
     ex.rate = { limit: d.limit, remaining: d.remaining }
     if (!d.allowed) {
       const e = new ApiError('RATE_LIMIT_EXCEEDED', `Rate limit of ${limit} requests per minute exceeded; retry in ${d.retryAfter} s`, { retry_after: d.retryAfter })
@@ -242,8 +243,10 @@ export class HttpServer {
     if (reply.headers) Object.assign(headers, reply.headers)
     if (reply.etag) {
       // One representation per format: the tag carries the format so caches never mix them.
-      headers.ETag = ex.format === 'json' ? reply.etag : reply.etag.replace(/"$/, `-${ex.format}"`)
-      headers.Vary = 'Accept'
+      // A raw body has one representation whatever Accept says.
+      const perFormat = reply.raw === undefined
+      headers.ETag = ex.format === 'json' || !perFormat ? reply.etag : reply.etag.replace(/"$/, `-${ex.format}"`)
+      if (perFormat) headers.Vary = 'Accept'
       const inm = ctx.headers['if-none-match']
       if (inm !== undefined && inm.split(',').some(t => t.trim().replace(/^W\//, '') === headers.ETag)) {
         if (!ex.aborted) writeResponse(ex.res, 304, headers, undefined)
@@ -252,7 +255,10 @@ export class HttpServer {
       }
     }
     let payload: Buffer | undefined
-    if (reply.body !== undefined) {
+    if (reply.raw !== undefined) {
+      payload = reply.raw
+      headers['Content-Type'] = reply.contentType ?? 'application/octet-stream'
+    } else if (reply.body !== undefined) {
       payload = serialize(reply.body, ex.format, reply.etag !== undefined)
       headers['Content-Type'] = CONTENT_TYPE[ex.format]
       if (ex.format === 'toon') headers['X-TOON-Dict'] = 'none'

@@ -53,6 +53,8 @@ export interface JobRow {
   created_at: Date
   updated_at: Date
   completed_at: Date | null
+  owner?: string | null
+  lease_until?: Date | null
 }
 
 const iso = (d: Date | string | null): string | null => d === null ? null : (typeof d === 'string' ? d : d.toISOString())

@@ -37,7 +37,8 @@ export interface Res { status: number; headers: Headers; body: any; text: string
  * the environment it reads (as for `npm start`).
  */
 export async function startServer (t: Tap, env: Record<string, string> = {}, overrides: Partial<Config> = {}): Promise<TestServer> {
-  const databaseUrl = await freshDatabase(t)
+  // Several nodes of one deployment share a database: pass DATABASE_URL to reuse one.
+  const databaseUrl = env.DATABASE_URL ?? await freshDatabase(t)
   const dataDir = await mkdtemp(join(tmpdir(), 'gjt-data-'))
   const config = loadConfig({
     PORT: '0',

@@ -35,6 +35,7 @@ export const routes: Route[] = [
     errors: ['AUTH_REQUIRED', 'INVALID_API_KEY', 'INVALID_TICKET', 'JOB_NOT_FOUND', 'TOO_MANY_STREAMS', 'RATE_LIMIT_EXCEEDED', 'insufficient_scope'],
     schema: { params: Type.Object({ id: Type.String() }), query: Type.Object({ ticket: Type.Optional(Type.String({ maxLength: 1024 })) }) },
     headers: [{ name: 'Last-Event-ID', in: 'header', required: false, description: 'Resume after this event id', schema: { type: 'string' } }],
+    responseContent: { 200: { 'text/event-stream': { schema: { type: 'string', description: 'Events `status` {id, status, progress, result_url?, error_message?}, `heartbeat` {ts} every 15 s, `done` {id, status} last; every event has an `id:`' } } } },
     async handler (ctx) {
       const s = ctx.services
       const jobId = ctx.params.id
@@ -54,7 +55,7 @@ export const routes: Route[] = [
         ctx.caller = caller
         accountId = caller.accountId
         maxStreams = s.config.tierLimits[caller.tier].max_streams
-        ctx.rateLimit(caller)
+        await ctx.rateLimit(caller)
       }
       const view = await ownJob(ctx, jobId)
       if (!s.sse.reserve(accountId, maxStreams)) {

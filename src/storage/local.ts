@@ -1,56 +1,73 @@
-import { createHash } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { createReadStream, createWriteStream } from 'node:fs'
-import { mkdir, rename, rm, stat, writeFile, readFile } from 'node:fs/promises'
+import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
-import type { Readable } from 'node:stream'
+import { Transform, type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { isSafeKey, type Storage, type StoredObject } from './storage.js'
+import { isSafeKey, type ByteRange, type PutOptions, type Storage, type StoredObject } from './storage.js'
+
+interface Meta { contentType: string; etag: string }
 
 /**
  * Local-filesystem storage under DATA_DIR/media (the default; DESIGN.md section 6), served by
- * the front end under /files/. The content type sits beside each object in `<file>.meta`.
+ * the front end under /files/. The content type and ETag sit beside each object in
+ * `<file>.meta`; the ETag is a hash of the content, so it is stable across restarts and nodes
+ * sharing the directory.
  */
 export class LocalStorage implements Storage {
   readonly driver = 'local' as const
   constructor (private readonly root: string, private readonly publicBaseUrl: string) {}
 
   private path (key: string): string {
-    if (!isSafeKey(key)) throw new Error(`unsafe storage key ${JSON.stringify(key)}`)
+    if (!isSafeKey(key) || key.endsWith('.meta')) throw new Error(`unsafe storage key ${JSON.stringify(key)}`)
     return join(this.root, key)
   }
 
-  async put (key: string, data: Buffer | Readable, contentType: string): Promise<StoredObject> {
+  async put (key: string, data: Buffer | Readable, contentType: string, _opts?: PutOptions): Promise<StoredObject> {
     const p = this.path(key)
     await mkdir(dirname(p), { recursive: true })
-    const tmp = `${p}.tmp-${process.pid}-${Date.now()}`
+    // Written beside the target and renamed into place: readers never see half a file.
+    const tmp = `${p}.tmp-${process.pid}-${randomBytes(6).toString('hex')}`
     const hash = createHash('sha256')
-    if (Buffer.isBuffer(data)) {
-      hash.update(data)
-      await writeFile(tmp, data)
-    } else {
-      data.on('data', (c: Buffer) => hash.update(c))
-      await pipeline(data, createWriteStream(tmp))
+    try {
+      if (Buffer.isBuffer(data)) {
+        hash.update(data)
+        await writeFile(tmp, data)
+      } else {
+        const hashing = new Transform({ transform (chunk: Buffer, _enc, cb) { hash.update(chunk); cb(null, chunk) } })
+        await pipeline(data, hashing, createWriteStream(tmp))
+      }
+      const etag = `"${hash.digest('base64url').slice(0, 27)}"`
+      const meta: Meta = { contentType, etag }
+      await writeFile(`${p}.meta`, JSON.stringify(meta))
+      await rename(tmp, p)
+      const st = await stat(p)
+      return { key, size: st.size, contentType, etag, lastModified: st.mtime }
+    } catch (err) {
+      await rm(tmp, { force: true })
+      throw err
     }
-    const etag = `"${hash.digest('base64url').slice(0, 27)}"`
-    await writeFile(`${p}.meta`, JSON.stringify({ contentType, etag }))
-    await rename(tmp, p)
-    const st = await stat(p)
-    return { key, size: st.size, contentType, etag, lastModified: st.mtime }
   }
 
   async head (key: string): Promise<StoredObject | null> {
-    if (!isSafeKey(key) || key.endsWith('.meta')) return null
+    if (!isSafeKey(key) || key.endsWith('.meta') || /\.tmp-\d+-[0-9a-f]+$/.test(key)) return null
     try {
       const p = this.path(key)
-      const [st, meta] = await Promise.all([stat(p), readFile(`${p}.meta`, 'utf8')])
+      const [st, raw] = await Promise.all([stat(p), readFile(`${p}.meta`, 'utf8')])
       if (!st.isFile()) return null
-      const m = JSON.parse(meta) as { contentType: string; etag: string }
+      const m = JSON.parse(raw) as Meta
       return { key, size: st.size, contentType: m.contentType, etag: m.etag, lastModified: st.mtime }
     } catch { return null }
   }
 
-  async read (key: string, range?: { start: number; end: number }): Promise<Readable> {
-    return createReadStream(this.path(key), range ? { start: range.start, end: range.end } : {})
+  async read (key: string, range?: ByteRange): Promise<Readable> {
+    const stream = createReadStream(this.path(key), range ? { start: range.start, end: range.end } : {})
+    // Surface a missing file here rather than as a later 'error' event.
+    await new Promise<void>((resolve, reject) => {
+      stream.once('open', () => { stream.off('error', reject); resolve() })
+      stream.once('error', reject)
+    })
+    return stream
   }
 
   async delete (key: string): Promise<void> {

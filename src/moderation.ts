@@ -1,0 +1,149 @@
+import { inflateSync } from 'node:zlib'
+
+/**
+ * The content screen (SPEC.md 4.14 "the same content screen as generation", DESIGN.md section
+ * 7 MODERATION_TERMS): a term list matched against text. Prompts are screened by the job
+ * engine; image uploads by src/http/routes/uploads.ts (file name and embedded text metadata).
+ * A hit answers 403 CONTENT_POLICY_VIOLATION.
+ *
+ * Matching is on words, not substrings: text and terms are NFKC-normalised, lower-cased and
+ * every run of characters that is not a letter or digit becomes one space, then a term matches
+ * when its word sequence appears in the text's. So `CSAM` and `csam.png` match "csam",
+ * `Child-Sexual` and `child_sexual` match "child sexual", while "classamples" does not match
+ * "csam". Deliberately simple and predictable: no fuzzy matching, no image recognition.
+ */
+export const BUILTIN_TERMS: readonly string[] = Object.freeze([
+  'csam',
+  'child sexual',
+  'child porn',
+  'underage porn',
+  'underage nude',
+  'beheading video',
+  'snuff film',
+  'bestiality',
+  'revenge porn',
+  'terrorist recruitment',
+  // Harmless marker that always fails the screen, so tests and operators can exercise it.
+  'forbidden-test-term',
+])
+
+/** Lower-case words separated by single spaces, with a space at each end. */
+export function normalizeForScreen (text: string): string {
+  return ` ${text.normalize('NFKC').toLowerCase().replace(/[^\p{L}\p{N}]+/gu, ' ').trim()} `
+}
+
+const builtin = BUILTIN_TERMS.map(normalizeForScreen)
+
+/**
+ * The first term (built-in list, then `extraTerms` from MODERATION_TERMS) that `text`
+ * contains as a whole word sequence, or null when the text passes. Returns the term as listed.
+ */
+export function screenText (text: string, extraTerms: readonly string[] = []): string | null {
+  if (!text) return null
+  const t = normalizeForScreen(text)
+  for (let i = 0; i < builtin.length; i++) {
+    if (builtin[i] !== '  ' && t.includes(builtin[i])) return BUILTIN_TERMS[i]
+  }
+  for (const term of extraTerms) {
+    const n = normalizeForScreen(term)
+    if (n !== '  ' && t.includes(n)) return term
+  }
+  return null
+}
+
+const MAX_TEXT = 1024 * 1024
+
+/** Runs of at least 4 printable ASCII characters, and of UTF-16LE ones (Exif XP* tags). */
+function printable (buf: Buffer): string {
+  const s = buf.toString('latin1')
+  const out: string[] = []
+  for (const m of s.matchAll(/[\x20-\x7e]{4,}/g)) out.push(m[0])
+  for (const m of s.matchAll(/(?:[\x20-\x7e]\x00){4,}/g)) out.push(m[0].replace(/\x00/g, ''))
+  return out.join('\n')
+}
+
+function inflate (buf: Buffer): string {
+  try { return inflateSync(buf, { maxOutputLength: MAX_TEXT }).toString('utf8') } catch { return '' }
+}
+
+function pngText (buf: Buffer, out: string[]): void {
+  let at = 8
+  while (at + 12 <= buf.length) {
+    const len = buf.readUInt32BE(at)
+    const type = buf.toString('latin1', at + 4, at + 8)
+    const data = buf.subarray(at + 8, Math.min(buf.length, at + 8 + len))
+    if (type === 'tEXt') out.push(data.toString('latin1').replace(/\x00/g, ' '))
+    else if (type === 'zTXt') {
+      const nul = data.indexOf(0)
+      if (nul >= 0) out.push(data.toString('latin1', 0, nul), inflate(data.subarray(nul + 2)))
+    } else if (type === 'iTXt') {
+      // keyword \0 compression-flag method language \0 translated-keyword \0 text
+      const k = data.indexOf(0)
+      if (k >= 0 && k + 3 <= data.length) {
+        const compressed = data[k + 1] === 1
+        const lang = data.indexOf(0, k + 3)
+        const trans = lang >= 0 ? data.indexOf(0, lang + 1) : -1
+        if (trans >= 0) {
+          const text = data.subarray(trans + 1)
+          out.push(data.toString('latin1', 0, k), data.toString('utf8', lang + 1, trans), compressed ? inflate(text) : text.toString('utf8'))
+        }
+      }
+    } else if (type === 'eXIf') out.push(printable(data))
+    else if (type === 'IEND') break
+    at += 12 + len
+  }
+}
+
+function jpegText (buf: Buffer, out: string[]): void {
+  let at = 2
+  while (at + 4 <= buf.length && buf[at] === 0xff) {
+    const marker = buf[at + 1]
+    if (marker === 0xd8 || (marker >= 0xd0 && marker <= 0xd7) || marker === 0x01 || marker === 0xff) { at += marker === 0xff ? 1 : 2; continue }
+    if (marker === 0xda || marker === 0xd9) break // image data follows: no more metadata segments
+    const len = buf.readUInt16BE(at + 2)
+    const data = buf.subarray(at + 4, Math.min(buf.length, at + 2 + len))
+    if (marker === 0xfe) out.push(data.toString('utf8')) // COM
+    else if (marker >= 0xe0 && marker <= 0xef) out.push(printable(data)) // APPn: Exif, XMP, IPTC
+    at += 2 + len
+  }
+}
+
+function webpText (buf: Buffer, out: string[]): void {
+  let at = 12
+  while (at + 8 <= buf.length) {
+    const fourcc = buf.toString('latin1', at, at + 4)
+    const len = buf.readUInt32LE(at + 4)
+    if (fourcc === 'EXIF' || fourcc === 'XMP ') out.push(printable(buf.subarray(at + 8, Math.min(buf.length, at + 8 + len))))
+    at += 8 + len + (len & 1)
+  }
+}
+
+/** XMP packets are plain XML wherever they sit (AVIF keeps them in `mdat` items). */
+function xmpText (buf: Buffer, out: string[]): void {
+  let from = 0
+  for (;;) {
+    const start = buf.indexOf('<x:xmpmeta', from, 'latin1')
+    if (start < 0) return
+    const end = buf.indexOf('</x:xmpmeta>', start, 'latin1')
+    const stop = end < 0 ? Math.min(buf.length, start + MAX_TEXT) : end
+    out.push(buf.toString('utf8', start, stop))
+    from = stop
+  }
+}
+
+/**
+ * The text an image carries besides its pixels, for the upload screen: PNG tEXt/zTXt/iTXt
+ * and eXIf chunks, JPEG comments and APPn segments (Exif, XMP, IPTC strings), WebP EXIF and
+ * XMP chunks, and XMP packets in any format (AVIF). Pixels are not analysed.
+ */
+export function imageMetadataText (buf: Buffer, format: string): string {
+  const out: string[] = []
+  try {
+    if (format === 'png' || format === 'apng') pngText(buf, out)
+    else if (format === 'jpg') jpegText(buf, out)
+    else if (format === 'webp') webpText(buf, out)
+  } catch {}
+  xmpText(buf, out)
+  const text = out.join('\n')
+  return text.length > MAX_TEXT ? text.slice(0, MAX_TEXT) : text
+}

@@ -286,3 +286,10 @@ t.test('imageMetadataText reads PNG zTXt/iTXt, JPEG comments, WebP XMP and XMP p
   t.match(imageMetadataText(Buffer.concat([Buffer.alloc(100), xmp, Buffer.alloc(100)]), 'avif'), /xmp title words/, 'XMP anywhere (AVIF)')
   t.equal(imageMetadataText(png(), 'png'), '', 'a plain PNG carries no text')
 })
+
+t.test('an uploaded image URL is accepted as a generation input (image-to-video)', async (t) => {
+  const up = await upload([kind('image'), file('first-frame.png', png())])
+  t.equal(up.status, 201)
+  const job = await s.req('POST', '/v1/generate/video', { key: user.key, body: { model: 'veo3-fast', prompt: 'the picture comes alive', image_url: up.body.url } })
+  t.equal(job.status, 201, job.text.slice(0, 300))
+})

@@ -7,6 +7,12 @@ export class CircuitBreaker {
   private failures = 0
   private openUntil = 0
   private trialInFlight = false
+  /**
+   * When an unanswered trial stops blocking. A trial can end without success() or failure():
+   * the job went `queued` (never submitted) or its submission timed out (504). Without this
+   * expiry such a trial kept the breaker open for good.
+   */
+  private trialUntil = 0
 
   constructor (private readonly threshold = 5, private readonly coolDownMs = 30_000) {}
 
@@ -14,8 +20,9 @@ export class CircuitBreaker {
   allow (now = Date.now()): boolean {
     if (this.failures < this.threshold) return true
     if (now < this.openUntil) return false
-    if (this.trialInFlight) return false
+    if (this.trialInFlight && now < this.trialUntil) return false
     this.trialInFlight = true
+    this.trialUntil = now + this.coolDownMs
     return true
   }
 

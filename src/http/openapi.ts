@@ -23,18 +23,70 @@ function strip (schema: TSchema): unknown {
   return JSON.parse(JSON.stringify(schema))
 }
 
+/** Tag descriptions, in the order Swagger UI shows them (tags not listed follow in route order). */
+const TAGS: Record<string, string> = {
+  System: 'Health, this description and the interactive reference',
+  Discovery: 'Model catalogue and pricing (public)',
+  Generation: 'Create video, image and audio jobs (scope generate)',
+  Jobs: 'Poll and cancel jobs (scope read)',
+  Library: 'Finished videos and images (scope read)',
+  Assets: 'Characters and voices for gemini-omni (scope read)',
+  Credits: 'Credit balance (scope read)',
+  Usage: 'Usage analytics and effective limits (scope read)',
+  Events: 'Server-Sent Events for a job (scope read)',
+  Webhooks: 'Signed job notifications (scope generate)',
+  Uploads: 'Media inputs for generation (scope generate)',
+  Sessions: 'Dashboard sign-up, login and password',
+  'API keys': 'Key management (dashboard session only)',
+  Operator: 'Operator API (ADMIN_TOKEN)',
+  Files: 'Stored media downloads',
+}
+
+const AUTH_TEXT: Record<string, string> = {
+  public: 'Public.',
+  key: 'API key (X-API-Key or Authorization: Bearer) or dashboard session JWT.',
+  session: 'Dashboard session JWT only (an API key gets 403 insufficient_scope).',
+  admin: 'Operator: Authorization: Bearer <ADMIN_TOKEN>.',
+}
+
+const H = (name: string) => ({ $ref: `#/components/headers/${name}` })
+
+/** OpenAPI path of a route: `/v1` is the server URL; `:id` becomes `{id}` and a trailing `*` `{path}`. */
+export function openApiPath (routePath: string): string {
+  return (routePath.startsWith('/v1/') ? routePath.slice(3) : routePath)
+    .replace(/:([A-Za-z_]+)/g, '{$1}')
+    .replace(/\/\*$/, '/{path}')
+}
+
+/** Every error code a route can answer: its own plus those of its credential, body, query and path. */
+export function routeErrorCodes (r: Route): string[] {
+  const codes = new Set([...(GENERIC[r.auth] ?? []), ...(r.errors ?? []), 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE'])
+  if (r.schema?.body || r.schema?.query) codes.add('VALIDATION_ERROR')
+  if (r.schema?.body) codes.add('PAYLOAD_TOO_LARGE')
+  // A path parameter that is not valid percent-encoding is refused by the front end (src/http/server.ts).
+  if (/[:*]/.test(r.path)) codes.add(r.path.includes(':') ? 'INVALID_PARAM' : 'NOT_FOUND')
+  return [...codes].filter(c => c in ERRORS)
+}
+
 /**
  * Builds /v1/openapi.json from the route table (DESIGN.md section 8): request and response
  * schemas come from the same TypeBox objects the validators compile, and `x-error-codes` from
- * src/errors.ts.
+ * src/errors.ts (the document's table, and per operation the codes it can answer).
  */
 export function buildOpenApi (routes: Route[], opts: { version: string; serverUrl: string }): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {}
+  const operationIds = new Set<string>()
+  const tagOrder: string[] = []
   for (const r of routes) {
-    const p = r.path.replace(/^\/v1/, '').replace(/:([A-Za-z_]+)/g, '{$1}')
+    const p = openApiPath(r.path)
+    let operationId = `${r.method.toLowerCase()}${p.replace(/[{}]/g, '').split(/[/_.-]/).map(s => s.charAt(0).toUpperCase() + s.slice(1)).join('')}`
+    for (let i = 2; operationIds.has(operationId); i++) operationId = operationId.replace(/\d*$/, String(i))
+    operationIds.add(operationId)
+    if (!tagOrder.includes(r.tag)) tagOrder.push(r.tag)
     const op: Record<string, unknown> = {
-      operationId: `${r.method.toLowerCase()}${p.replace(/[{}]/g, '').split(/[/_.-]/).map(s => s.charAt(0).toUpperCase() + s.slice(1)).join('')}`,
+      operationId,
       summary: r.summary,
+      description: `${AUTH_TEXT[r.auth] ?? ''}${r.scope ? ` Scope: \`${r.scope}\`.` : ''}`.trim(),
       tags: [r.tag],
     }
     const parameters: unknown[] = []
@@ -42,44 +94,70 @@ export function buildOpenApi (routes: Route[], opts: { version: string; serverUr
       const ps = r.schema?.params as { properties?: Record<string, unknown> } | undefined
       parameters.push({ name, in: 'path', required: true, schema: ps?.properties?.[name] ? strip(ps.properties[name] as TSchema) : { type: 'string' } })
     }
+    if (r.path.endsWith('/*')) parameters.push({ name: 'path', in: 'path', required: true, description: 'The rest of the path (may contain `/`)', schema: { type: 'string' } })
     const qs = r.schema?.query as { properties?: Record<string, TSchema>; required?: string[] } | undefined
     if (qs?.properties) {
       for (const [name, s] of Object.entries(qs.properties)) {
-        parameters.push({ name, in: 'query', required: qs.required?.includes(name) ?? false, schema: strip(s) })
+        const schema = strip(s) as Record<string, unknown>
+        const param: Record<string, unknown> = { name, in: 'query', required: qs.required?.includes(name) ?? false, schema }
+        if (typeof schema.description === 'string') param.description = schema.description
+        parameters.push(param)
       }
     }
     if (r.headers) for (const h of r.headers) parameters.push(h)
     if (parameters.length) op.parameters = parameters
     if (r.schema?.body) {
-      op.requestBody = { required: true, content: { 'application/json': { schema: strip(r.schema.body) } } }
+      const body = strip(r.schema.body) as { required?: string[] }
+      op.requestBody = { required: (body.required?.length ?? 0) > 0, content: { 'application/json': { schema: body } } }
     } else if (r.rawBody && r.rawBodySchema) {
       op.requestBody = { required: true, content: r.rawBodySchema }
     }
-    const responses: Record<string, unknown> = {}
-    for (const [status, s] of Object.entries(r.schema?.response ?? {})) {
-      responses[status] = { description: `HTTP ${status}`, content: { 'application/json': { schema: strip(s) } } }
+
+    const headersFor = (status: number) => {
+      const h: Record<string, unknown> = { 'X-Request-Id': H('X-Request-Id') }
+      if (r.auth === 'key' || r.auth === 'session') Object.assign(h, { 'X-RateLimit-Limit': H('X-RateLimit-Limit'), 'X-RateLimit-Remaining': H('X-RateLimit-Remaining') })
+      if (status === 429) h['Retry-After'] = H('Retry-After')
+      return h
     }
-    if (Object.keys(responses).length === 0) responses['200'] = { description: 'OK' }
-    const codes = new Set([...(GENERIC[r.auth] ?? []), ...(r.errors ?? []), 'INTERNAL_ERROR'])
-    if (r.schema?.body || r.schema?.query) codes.add('VALIDATION_ERROR')
-    if (r.schema?.body) codes.add('PAYLOAD_TOO_LARGE')
+    const responses: Record<string, Record<string, unknown>> = {}
+    for (const [status, s] of Object.entries(r.schema?.response ?? {})) {
+      responses[status] = { description: `HTTP ${status}`, headers: headersFor(Number(status)), content: { 'application/json': { schema: strip(s) } } }
+    }
+    for (const [status, content] of Object.entries(r.responseContent ?? {})) {
+      const resp = (responses[status] ??= { description: `HTTP ${status}`, headers: headersFor(Number(status)) })
+      resp.content = { ...(resp.content as object | undefined), ...content }
+    }
+    if (!Object.keys(responses).some(s => s.startsWith('2'))) {
+      // A raw handler that writes its own answer (file downloads): bytes of the stored type.
+      responses['200'] = r.rawBody
+        ? { description: 'The bytes, with their stored Content-Type', headers: headersFor(200), content: { '*/*': { schema: { type: 'string', format: 'binary' } } } }
+        : { description: 'OK', headers: headersFor(200) }
+    }
+    const codes = routeErrorCodes(r)
     const byStatus = new Map<number, string[]>()
     for (const c of codes) {
       const e = ERRORS[c as keyof typeof ERRORS]
-      if (!e || e.status === 0) continue
+      if (e.status === 0) continue
       byStatus.set(e.status, [...(byStatus.get(e.status) ?? []), c])
     }
     for (const [status, cs] of [...byStatus].sort((a, b) => a[0] - b[0])) {
-      if (responses[String(status)]) continue
-      responses[String(status)] = { description: cs.join(', '), content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } }
+      const existing = responses[String(status)]
+      if (existing) { existing.description = `${existing.description}; or the error envelope: ${cs.join(', ')}`; continue }
+      responses[String(status)] = { description: cs.join(', '), headers: headersFor(status), content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } }
     }
     op.responses = responses
+    op['x-error-codes'] = codes
     if (r.auth === 'key') op.security = [{ ApiKeyHeader: [] }, { BearerAuth: [] }]
     else if (r.auth === 'session') op.security = [{ SessionJwt: [] }]
     else if (r.auth === 'admin') op.security = [{ AdminToken: [] }]
+    // A public route that answers AUTH_REQUIRED checks credentials itself (SSE: headers or ?ticket=).
+    else if (r.errors?.includes('AUTH_REQUIRED')) op.security = [{ ApiKeyHeader: [] }, { BearerAuth: [] }, {}]
     else op.security = []
     if (r.scope) op['x-required-scope'] = r.scope
-    ;(paths[p] ??= {})[r.method.toLowerCase()] = op
+    const item = (paths[p] ??= {})
+    // Routes outside /v1 (file downloads) are served from the root of the service.
+    if (!r.path.startsWith('/v1/')) item.servers = [{ url: opts.serverUrl }]
+    item[r.method.toLowerCase()] = op
   }
   return {
     openapi: '3.1.0',
@@ -90,9 +168,16 @@ export function buildOpenApi (routes: Route[], opts: { version: string; serverUr
       'x-service-version': opts.version,
     },
     servers: [{ url: `${opts.serverUrl}/v1` }],
+    tags: [...Object.keys(TAGS).filter(t => tagOrder.includes(t)), ...tagOrder.filter(t => !(t in TAGS))].map(name => TAGS[name] ? { name, description: TAGS[name] } : { name }),
     paths,
     components: {
       schemas: { Error: strip(ErrorEnvelope) },
+      headers: {
+        'X-Request-Id': { description: 'Request id (echoes a valid X-Request-Id sent by the client)', schema: { type: 'string' } },
+        'X-RateLimit-Limit': { description: 'Requests allowed per sliding 60 s window for this credential', schema: { type: 'integer' } },
+        'X-RateLimit-Remaining': { description: 'Requests left in the current window', schema: { type: 'integer' } },
+        'Retry-After': { description: 'Seconds to wait before retrying', schema: { type: 'integer' } },
+      },
       securitySchemes: {
         ApiKeyHeader: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
         BearerAuth: { type: 'http', scheme: 'bearer', description: 'API key as a bearer token' },

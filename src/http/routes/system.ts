@@ -72,6 +72,7 @@ export function systemRoutes (openapi: () => unknown): Route[] {
       auth: 'public',
       summary: 'OpenAPI 3.1 description with the x-error-codes table',
       tag: 'System',
+      responseContent: { 200: { 'application/json': { schema: { type: 'object', required: ['openapi', 'info', 'paths', 'x-error-codes'], description: 'This OpenAPI 3.1 document' } } } },
       handler () {
         const doc = openapi() as object
         return { body: doc, etag: etagOf(doc), headers: { 'Cache-Control': 'public, max-age=300' } }

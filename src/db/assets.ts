@@ -1,0 +1,18 @@
+import type { Q } from './connect.js'
+import type { AssetRow } from './admin.js'
+
+/**
+ * One page of an account's characters and voices (GET /v1/assets, DESIGN.md 7), newest first,
+ * with the total for the list envelope. Operators create assets (POST /v1/admin/accounts/:id/assets).
+ */
+export async function listAssets (sql: Q, accountId: number, o: { kind?: 'character' | 'voice'; limit: number; offset: number }): Promise<{ rows: AssetRow[]; total: number }> {
+  const kind = o.kind ? sql`AND kind = ${o.kind}` : sql``
+  const [rows, [c]] = await Promise.all([
+    sql<AssetRow[]>`
+      SELECT id, account_id, kind, name, created_at FROM assets
+      WHERE account_id = ${accountId} ${kind}
+      ORDER BY created_at DESC, id DESC LIMIT ${o.limit} OFFSET ${o.offset}`,
+    sql<{ n: number }[]>`SELECT count(*)::int AS n FROM assets WHERE account_id = ${accountId} ${kind}`,
+  ])
+  return { rows, total: c.n }
+}

@@ -223,6 +223,28 @@ t.test('images that fail the content screen answer 403 CONTENT_POLICY_VIOLATION'
   t.equal((await upload([kind('audio'), file('forbidden-test-term.wav', wav())])).status, 201)
 })
 
+t.test('a client that hangs up mid-upload leaves nothing behind and the server keeps serving', async (t) => {
+  const u = new URL(s.url)
+  const { connect } = await import('node:net')
+  const boundary = 'hangup'
+  await new Promise<void>((resolve) => {
+    const sock = connect(Number(u.port), u.hostname)
+    sock.on('error', () => resolve())
+    sock.on('close', () => resolve())
+    sock.write(`POST /v1/uploads HTTP/1.1\r\nHost: x\r\nX-API-Key: ${user.key}\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${5 * MB}\r\n\r\n`)
+    sock.write(`--${boundary}\r\nContent-Disposition: form-data; name="kind"\r\n\r\nvideo\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="v.mp4"\r\n\r\n`)
+    sock.write(Buffer.concat([mp4(0), Buffer.alloc(MB)]), () => setTimeout(() => sock.destroy(), 100))
+  })
+  const dir = join(s.config.dataDir, 'tmp')
+  let left = await readdir(dir).catch(() => [])
+  for (let i = 0; i < 50 && left.length > 0; i++) {
+    await new Promise(resolve => setTimeout(resolve, 20))
+    left = await readdir(dir).catch(() => [])
+  }
+  t.same(left, [], 'temp file removed')
+  t.equal((await upload([kind('image'), file('after-hangup.png', png())])).status, 201)
+})
+
 t.test('refused uploads store nothing and leave no temp files', async (t) => {
   const dir = join(s.config.dataDir, 'tmp')
   let left = await readdir(dir).catch(() => [])

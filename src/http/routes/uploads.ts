@@ -80,15 +80,18 @@ function extOf (filename: string): string {
   return dot < 0 ? '' : filename.slice(dot + 1).toLowerCase()
 }
 
+/** "An image", "An audio", "A video": for messages. */
+function an (kind: UploadKind): string { return kind === 'video' ? 'A video' : `An ${kind}` }
+
 function tooLarge (kind: UploadKind | undefined): ApiError {
   const cap = kind ? UPLOAD_KINDS[kind].maxBytes : LARGEST_CAP
   return new ApiError('PAYLOAD_TOO_LARGE', kind
-    ? `A ${kind} upload may be at most ${cap / MB} MB`
+    ? `${an(kind)} upload may be at most ${cap / MB} MB`
     : `An upload may be at most ${cap / MB} MB`, { details: { kind: kind ?? null, max_bytes: cap } })
 }
 
 function badExtension (kind: UploadKind, filename: string): ApiError {
-  return new ApiError('UNSUPPORTED_MEDIA_TYPE', `A ${kind} upload must be one of ${UPLOAD_KINDS[kind].exts.map(e => '.' + e).join(' ')}; got ${JSON.stringify(filename)}`, { details: { kind, allowed_extensions: UPLOAD_KINDS[kind].exts } })
+  return new ApiError('UNSUPPORTED_MEDIA_TYPE', `${an(kind)} upload must be one of ${UPLOAD_KINDS[kind].exts.map(e => '.' + e).join(' ')}; got ${JSON.stringify(filename)}`, { details: { kind, allowed_extensions: UPLOAD_KINDS[kind].exts } })
 }
 
 function invalid (path: string, message: string): ApiError {
@@ -264,7 +267,7 @@ async function upload (ctx: RouteContext): Promise<Reply> {
     const detected = await fileTypeFromFile(tmp)
     const accepted = detected ? rules.types[detected.ext] : undefined
     if (!accepted) {
-      throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `The file's content is not ${got.kind === 'image' ? 'an image' : `${got.kind === 'audio' ? 'an audio' : 'a video'} file`} of an allowed type${detected ? ` (detected ${detected.mime})` : ''}`, { details: { kind: got.kind, detected: detected?.mime ?? null } })
+      throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `The file's content is not ${an(got.kind).toLowerCase()} file of an allowed type${detected ? ` (detected ${detected.mime})` : ''}`, { details: { kind: got.kind, detected: detected?.mime ?? null } })
     }
     if (got.kind === 'image') {
       const text = `${got.filename}\n${imageMetadataText(await readFile(tmp), detected!.ext)}`

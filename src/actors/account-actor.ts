@@ -555,14 +555,25 @@ export class AccountActor implements JobHost {
         results.push({ index: item.index, type: item.type, status, error })
         continue
       }
+      // With a batch Idempotency-Key each item gets its own key, derived from it (':' is not in
+      // the client key alphabet, so it never collides with one). The whole answer is stored only
+      // once the batch ends; if the shard dies mid-batch, the client's retry re-runs it and the
+      // items already created replay instead of being charged a second time.
+      const itemKey = req.idempotencyKey !== undefined ? `batch:${req.idempotencyKey}:${item.index}` : undefined
       try {
-        const { created } = await this.createJob({ accountId: req.accountId, keyId: req.keyId, maxConcurrent: req.maxConcurrent, spec: item.spec })
+        const { created } = await this.createJob({
+          accountId: req.accountId, keyId: req.keyId, maxConcurrent: req.maxConcurrent, spec: item.spec,
+          idempotencyKey: itemKey, fingerprint: itemKey !== undefined ? `${req.fingerprint ?? ''}:${item.index}` : undefined,
+        })
+        delete created.replayed // reported as the creation it was
         charged += created.credits_charged
         results.push({ index: item.index, type: item.type, status: 201, job: created })
       } catch (err) {
         const e = err instanceof ApiError ? err : new ApiError('INTERNAL_ERROR')
         results.push({ index: item.index, type: item.type, status: e.status, error: e.toJSON() as BatchItemView['error'] })
         if (e.code === 'INSUFFICIENT_CREDITS') stop = true
+        // A 504 created and charged its job (details.job_id): the totals must say so.
+        if (e.code === 'GATEWAY_TIMEOUT') charged += item.spec.credits
       }
     }
     const s = await this.get()

@@ -123,3 +123,44 @@ t.test('a content-policy item is refused on its own (403) and the rest go throug
   t.equal(r.body.results[0].error.code, 'CONTENT_POLICY_VIOLATION')
   t.equal(r.body.credits_charged, 10)
 })
+
+t.test('an item that times out at the provider (504, job created and charged) counts in credits_charged', async (t) => {
+  const u = await paidUser(s, 1000)
+  const r = await batch(u, [img('ok'), img('slow [sim:timeout]')])
+  t.equal(r.status, 200, r.text)
+  t.same(r.body.results.map((x: any) => x.status), [201, 504])
+  const res = r.body.results[1]
+  t.equal(res.error.code, 'GATEWAY_TIMEOUT')
+  t.match(res.error.details?.job_id, /^job_/, 'the 504 names its job')
+  t.equal(r.body.remaining_credits, 980, 'both charged')
+  t.equal(r.body.credits_charged, 20, 'the totals agree with the balance: the timed-out job was charged too')
+})
+
+t.test('a batch interrupted by a shard crash and retried with the same Idempotency-Key charges no item twice', async (t) => {
+  const u = await paidUser(s, 1000)
+  // Each [sim:timeout] item holds the batch for SUBMIT_TIMEOUT_MS (300 ms): 6 of them take ~1.8 s.
+  const jobs = Array.from({ length: 6 }, (_, i) => img(`${i} [sim:timeout]`))
+  const body = { jobs }
+  const first = s.req('POST', '/v1/batch', { key: u.key, body, headers: { 'idempotency-key': 'crashy-batch' } })
+  await new Promise(resolve => setTimeout(resolve, 700))
+  const pool = s.app.services.shards
+  await pool.crash(pool.shardOf(u.id))
+  const r1 = await first
+  assertError(t, r1, 500, 'INTERNAL_ERROR', 'the crash fails the batch in flight')
+  const [{ n: before }] = await sql`SELECT count(*)::int AS n FROM jobs WHERE account_id = ${u.id}`
+  t.ok(before >= 1 && before < 6, `${before} items were created before the crash`)
+
+  let r2: any
+  for (let i = 0; i < 50; i++) { // the shard restarts
+    r2 = await s.req('POST', '/v1/batch', { key: u.key, body, headers: { 'idempotency-key': 'crashy-batch' } })
+    if (r2.status !== 500) break
+    await new Promise(resolve => setTimeout(resolve, 100))
+  }
+  t.equal(r2.status, 200, 'the retry completes the batch')
+  const ids = r2.body.results.map((x: any) => x.job?.id ?? x.error?.details?.job_id)
+  t.equal(new Set(ids).size, 6, 'six distinct jobs named')
+  const [{ n: after }] = await sql`SELECT count(*)::int AS n FROM jobs WHERE account_id = ${u.id}`
+  t.equal(after, 6, 'one job per item: the items created before the crash were not created again')
+  const [{ charges }] = await sql`SELECT count(*)::int AS charges FROM credit_entries WHERE account_id = ${u.id} AND kind = 'charge'`
+  t.equal(charges, 6, 'one charge per item')
+})

@@ -45,7 +45,16 @@ export class GroupCommit {
   private async commit (batch: Item[]): Promise<void> {
     let results: unknown[]
     try {
-      results = await this.sql.begin(tx => Promise.all(batch.map(i => i.work(tx)))) as unknown[]
+      results = await this.sql.begin(async (tx) => {
+        // Every item settles before COMMIT or ROLLBACK. With Promise.all the first failure would
+        // roll back while siblings are still mid-work; their later statements would then run on
+        // the released connection outside any transaction (autocommitted), and the per-item
+        // retry below would apply them a second time.
+        const settled = await Promise.allSettled(batch.map(i => i.work(tx)))
+        const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected')
+        if (failed) throw failed.reason
+        return settled.map(r => (r as PromiseFulfilledResult<unknown>).value)
+      }) as unknown[]
     } catch (err) {
       if (batch.length === 1) { batch[0].reject(err); return }
       this.stats.fallbacks++

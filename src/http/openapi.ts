@@ -167,7 +167,8 @@ export function buildOpenApi (routes: Route[], opts: { version: string; serverUr
       description: 'Submit AI video, image and audio generation jobs paid in credits; get results by polling, Server-Sent Events or signed webhooks. Send `Accept: application/toon` on any route for TOON.',
       'x-service-version': opts.version,
     },
-    servers: [{ url: `${opts.serverUrl}/v1` }],
+    // PUBLIC_BASE_URL first (clients, generators); the relative entry is the origin that served this document.
+    servers: [{ url: `${opts.serverUrl}/v1`, description: 'PUBLIC_BASE_URL' }, { url: '/v1', description: 'The origin serving this document' }],
     tags: [...Object.keys(TAGS).filter(t => tagOrder.includes(t)), ...tagOrder.filter(t => !(t in TAGS))].map(name => TAGS[name] ? { name, description: TAGS[name] } : { name }),
     paths,
     components: {

@@ -143,7 +143,11 @@ export class AccountActor implements JobHost {
     const a = this.jobs.get(jobId)
     const row = a ? a.row : await getJob(this.deps.sql, jobId)
     if (!row) throw new ApiError('INTERNAL_ERROR', 'Replayed job vanished')
-    return { created: { ...createdOf(row, this.state!.credits), replayed: true }, replayed: true }
+    const created: CreatedJobView = { ...createdOf(row, this.state!.credits), replayed: true }
+    // The original 201 of a synchronous voiceover carried its result_url; so does its replay
+    // (and a replay of any job completed since then).
+    if (row.status === 'completed') created.result_url = row.result_url
+    return { created, replayed: true }
   }
 
   /**
@@ -337,6 +341,9 @@ export class AccountActor implements JobHost {
         if (b === null) throw new ApiError('INSUFFICIENT_CREDITS', `This job costs ${spec.credits} credits; the balance does not cover it`)
         await insertJob(tx, { ...row })
         if (trial) await setFreeVideosUsed(tx, this.id, 1)
+        // A job born completed (synchronous voiceover) never reaches complete(): its
+        // job.completed webhook rows are written here, in the same transaction (DESIGN.md 3).
+        if (row.status === 'completed') await enqueueJobEvent(tx, this.id, viewOf(row), webhookOf(row), row.completed_at!)
       })
     } catch (err) {
       this.release(spec, req.keyId, trial)

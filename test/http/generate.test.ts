@@ -4,7 +4,11 @@ import { assertError } from '../helpers/assert.js'
 import { createUser, startServer, type TestUser } from '../helpers/server.js'
 import { balance, dbOf, FAST_ENV, fetchResult, image, ledger, paidUser, pollJob, video } from '../helpers/jobs.js'
 
-const s = await startServer(t, { ...FAST_ENV, MODERATION_TERMS: 'zorblax quux, Plumbus' })
+const [s, limited] = await Promise.all([
+  startServer(t, { ...FAST_ENV, MODERATION_TERMS: 'zorblax quux, Plumbus', WEBHOOK_ALLOWLIST: '127.0.0.1:9' }),
+  // Small concurrency caps: free keys 1 job in flight, pro keys 2.
+  startServer(t, { ...FAST_ENV, TIER_LIMITS: JSON.stringify({ free: { rpm: 100000, max_concurrent: 1 }, pro: { rpm: 100000, max_concurrent: 2 } }) }),
+])
 const sql = dbOf(t, s)
 
 const JOB_ID = /^job_[A-Za-z0-9_-]{16}$/
@@ -171,7 +175,7 @@ t.test('a trial video the provider fails is refunded and gives the free video ba
 })
 
 t.test('concurrency: the key with max_concurrent jobs in flight gets 429 concurrency_limit_reached, nothing charged', async (t) => {
-  const s2 = await startServer(t, { ...FAST_ENV, TIER_LIMITS: JSON.stringify({ pro: { rpm: 100000, max_concurrent: 2 }, free: { rpm: 100000 } }) })
+  const s2 = limited
   const u = await paidUser(s2, 1000)
   const q1 = await s2.req('POST', '/v1/generate/image', { key: u.key, body: image('hold [sim:queue]') })
   const q2 = await s2.req('POST', '/v1/generate/image', { key: u.key, body: image('hold [sim:queue]') })
@@ -293,4 +297,44 @@ t.test('gemini-omni: asset ids must be the caller\'s (422 with param); owned ass
   const ok = await gen(u, 'video', body([character], [voice]))
   t.equal(ok.status, 201, ok.text)
   t.equal(ok.body.credits_charged, 120, 'gemini-omni 1080p 4s costs 120')
+})
+
+t.test('a voiceover that completes synchronously queues its job.completed webhook like an asynchronous job', async (t) => {
+  const u = await paidUser(s, 500)
+  const hook = { webhook_url: 'http://127.0.0.1:9/hook', webhook_secret: 'a-secret-of-16-chars' }
+  const voice = await gen(u, 'audio', { model: 'voiceover', text: 'hello hook', voice_id: 'v', ...hook })
+  t.equal(voice.status, 201, voice.text)
+  t.equal(voice.body.status, 'completed')
+  const music = await gen(u, 'audio', { model: 'music', title: 't', style: 'jazz', instrumental: true, ...hook })
+  await pollJob(s, u, music.body.id)
+  const rows = await sql`SELECT job_id, event, url FROM webhook_deliveries WHERE account_id = ${u.id} ORDER BY job_id`
+  const byJob = Object.fromEntries(rows.map(r => [r.job_id, r]))
+  t.match(byJob[music.body.id], { event: 'job.completed', url: hook.webhook_url }, 'music (asynchronous): queued at completion')
+  t.match(byJob[voice.body.id], { event: 'job.completed', url: hook.webhook_url }, 'voiceover (synchronous): queued in the creating transaction')
+  const [d] = await sql`SELECT body FROM webhook_deliveries WHERE job_id = ${voice.body.id}`
+  t.match(JSON.parse(d.body), { type: 'job.completed', data: { job: { id: voice.body.id, status: 'completed', result_url: voice.body.result_url } } })
+})
+
+t.test('locked credits: 403 NOT_ELIGIBLE, nothing charged', async (t) => {
+  const u = await paidUser(s, 500)
+  t.equal((await s.req('PATCH', `/v1/admin/accounts/${u.id}`, { admin: true, body: { credits_locked: true } })).status, 200)
+  const r = await gen(u, 'image', image())
+  assertError(t, r, 403, 'NOT_ELIGIBLE')
+  t.equal(await jobCount(u), 0)
+  t.equal((await s.req('PATCH', `/v1/admin/accounts/${u.id}`, { admin: true, body: { credits_locked: false } })).status, 200)
+  t.equal((await gen(u, 'image', image())).status, 201, 'unlocked: allowed again')
+})
+
+t.test('refusals come in SPEC order: free trial before concurrency before balance', async (t) => {
+  const s3 = limited
+  // Free, trial used, at its concurrency cap, and out of credits: upgrade_required wins.
+  const u = await createUser(s3, { credits: 120 })
+  const v = await s3.req('POST', '/v1/generate/video', { key: u.key, body: video('[sim:queue]') })
+  t.equal(v.status, 201)
+  assertError(t, await s3.req('POST', '/v1/generate/video', { key: u.key, body: video() }), 403, 'upgrade_required', 'trial first')
+  // At its cap and out of credits: concurrency wins over balance.
+  assertError(t, await s3.req('POST', '/v1/generate/image', { key: u.key, body: image() }), 429, 'concurrency_limit_reached', 'concurrency before balance')
+  await s3.req('DELETE', `/v1/jobs/${v.body.id}`, { key: u.key })
+  const p = await paidUser(s3, 5)
+  assertError(t, await s3.req('POST', '/v1/generate/image', { key: p.key, body: image() }), 402, 'INSUFFICIENT_CREDITS', 'then balance')
 })

@@ -40,6 +40,15 @@ t.test('a repeated request with the same key returns the original job: 200, repl
   t.equal(reordered.status, 200)
   t.equal(reordered.body.id, first.body.id)
 
+  // A synchronous voiceover replays with its result, as its 201 had it.
+  const vk = newKey()
+  const voice = await post(u, '/v1/generate/audio', { model: 'voiceover', text: 'replay me', voice_id: 'v' }, vk)
+  t.equal(voice.status, 201)
+  t.type(voice.body.result_url, 'string')
+  const voice2 = await post(u, '/v1/generate/audio', { model: 'voiceover', text: 'replay me', voice_id: 'v' }, vk)
+  t.equal(voice2.status, 200)
+  t.same({ ...voice2.body, replayed: undefined, remaining_credits: undefined }, { ...voice.body, replayed: undefined, remaining_credits: undefined }, 'the same CreatedJob, result_url included')
+
   const noKey = await post(u, '/v1/generate/video', video())
   t.equal(noKey.status, 201, 'without a key the same body is a new job')
   t.not(noKey.body.id, first.body.id)

@@ -14,8 +14,9 @@ import { routes as sse } from './sse.js'
 import { systemRoutes } from './system.js'
 import { routes as usage } from './usage.js'
 import { routes as uploads } from './uploads.js'
+import { routes as webhooks } from './webhooks.js'
 
 /** Every route of the service, in OpenAPI order. `openapi` is read lazily (it lists these). */
 export function allRoutes (openapi: () => unknown, extra: Route[] = []): Route[] {
-  return [...systemRoutes(openapi), ...docs, ...catalog, ...extra, ...generate, ...jobs, ...library, ...assets, ...credits, ...usage, ...sse, ...uploads, ...auth, ...keys, ...admin, ...files]
+  return [...systemRoutes(openapi), ...docs, ...catalog, ...extra, ...generate, ...jobs, ...library, ...assets, ...credits, ...usage, ...sse, ...webhooks, ...uploads, ...auth, ...keys, ...admin, ...files]
 }

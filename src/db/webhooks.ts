@@ -1,0 +1,207 @@
+import type { Q, Sql } from './connect.js'
+
+/** A `webhooks` row (sql/0004_webhooks.sql). The secret never leaves src/db and the worker. */
+export interface WebhookRow {
+  id: number
+  account_id: number
+  url: string
+  secret: string
+  events: string[]
+  active: boolean
+  disabled_reason: string | null
+  created_at: Date
+  deleted_at: Date | null
+}
+
+/** SPEC.md 4.12 / 8: active webhooks per account. */
+export const MAX_ACTIVE_WEBHOOKS = 5
+
+/**
+ * Inserts a webhook unless the account already has MAX_ACTIVE_WEBHOOKS active ones. The account
+ * row is locked first, so concurrent registrations cannot both pass the count. Null at the limit.
+ */
+export async function insertWebhook (sql: Sql, w: { accountId: number; url: string; secret: string; events: string[] }): Promise<WebhookRow | null> {
+  return sql.begin(async (tx) => {
+    await tx`SELECT id FROM accounts WHERE id = ${w.accountId} FOR UPDATE`
+    const [{ n }] = await tx<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM webhooks WHERE account_id = ${w.accountId} AND active AND deleted_at IS NULL`
+    if (n >= MAX_ACTIVE_WEBHOOKS) return null
+    const [row] = await tx<WebhookRow[]>`
+      INSERT INTO webhooks (account_id, url, secret, events)
+      VALUES (${w.accountId}, ${w.url}, ${w.secret}, ${w.events}::text[]) RETURNING *`
+    return row
+  }) as Promise<WebhookRow | null>
+}
+
+/** The caller's webhooks that are not deleted (active or disabled by a 410), newest first. */
+export async function listWebhooks (sql: Q, accountId: number, limit: number, offset: number): Promise<{ rows: WebhookRow[]; total: number }> {
+  const [rows, [{ n }]] = await Promise.all([
+    sql<WebhookRow[]>`
+      SELECT * FROM webhooks WHERE account_id = ${accountId} AND deleted_at IS NULL
+      ORDER BY created_at DESC, id DESC LIMIT ${limit} OFFSET ${offset}`,
+    sql<{ n: number }[]>`SELECT count(*)::int AS n FROM webhooks WHERE account_id = ${accountId} AND deleted_at IS NULL`,
+  ])
+  return { rows, total: n }
+}
+
+export async function getWebhook (sql: Q, accountId: number, id: number): Promise<WebhookRow | undefined> {
+  const [row] = await sql<WebhookRow[]>`SELECT * FROM webhooks WHERE id = ${id} AND account_id = ${accountId} AND deleted_at IS NULL`
+  return row
+}
+
+export async function countActiveWebhooks (sql: Q, accountId: number): Promise<number> {
+  const [{ n }] = await sql<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM webhooks WHERE account_id = ${accountId} AND active AND deleted_at IS NULL`
+  return n
+}
+
+/**
+ * Soft delete (deleted_at) and, in the same transaction, disables the webhook's pending
+ * deliveries so nothing more is sent to it. False when no undeleted webhook of the account
+ * has that id.
+ */
+export async function deleteWebhook (sql: Sql, accountId: number, id: number): Promise<boolean> {
+  return sql.begin(async (tx) => {
+    const [row] = await tx<{ id: number }[]>`
+      UPDATE webhooks SET deleted_at = now(), active = false, disabled_reason = coalesce(disabled_reason, 'deleted')
+      WHERE id = ${id} AND account_id = ${accountId} AND deleted_at IS NULL RETURNING id`
+    if (!row) return false
+    await tx`
+      UPDATE webhook_deliveries SET status = 'disabled', claimed_until = NULL, last_error = 'webhook deleted before delivery'
+      WHERE webhook_id = ${id} AND status = 'pending'`
+    return true
+  }) as Promise<boolean>
+}
+
+/** A `webhook_deliveries` row as GET /v1/webhooks/{id}/deliveries shows it. */
+export interface DeliveryView {
+  id: string
+  event: string
+  event_id: string
+  job_id: string
+  status: string
+  attempts: number
+  last_status_code: number | null
+  last_error: string | null
+  last_latency_ms: number | null
+  next_attempt_at: Date
+  created_at: Date
+  delivered_at: Date | null
+}
+
+export interface AttemptView {
+  delivery_id: string
+  attempt: number
+  attempted_at: Date
+  status_code: number | null
+  latency_ms: number | null
+  error: string | null
+}
+
+/** One webhook's deliveries, newest first, with every attempt of each (at most MAX_ATTEMPTS). */
+export async function listDeliveries (sql: Q, webhookId: number, o: { status?: string; limit: number; offset: number }): Promise<{ rows: DeliveryView[]; attempts: AttemptView[]; total: number }> {
+  const status = o.status ?? null
+  const [rows, [{ n }]] = await Promise.all([
+    sql<DeliveryView[]>`
+      SELECT id, event, event_id, job_id, status, attempts, last_status_code, last_error, last_latency_ms,
+        next_attempt_at, created_at, delivered_at
+      FROM webhook_deliveries
+      WHERE webhook_id = ${webhookId} AND (${status}::text IS NULL OR status = ${status})
+      ORDER BY created_at DESC, id DESC LIMIT ${o.limit} OFFSET ${o.offset}`,
+    sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM webhook_deliveries WHERE webhook_id = ${webhookId} AND (${status}::text IS NULL OR status = ${status})`,
+  ])
+  const ids = rows.map(r => r.id)
+  const attempts = ids.length === 0
+    ? []
+    : await sql<AttemptView[]>`
+      SELECT delivery_id, attempt, attempted_at, status_code, latency_ms, error FROM webhook_attempts
+      WHERE delivery_id = ANY(${ids}::text[]) ORDER BY delivery_id, attempt, id`
+  return { rows, attempts, total: n }
+}
+
+// ---- The delivery pool (src/actors/delivery-worker.ts) -----------------------------------
+
+/** A claimed outbox row. `hook_active`: null for a per-job webhook, else whether it may still be sent. */
+export interface ClaimedDelivery {
+  id: string
+  event_id: string
+  account_id: number
+  webhook_id: number | null
+  job_id: string
+  event: string
+  url: string
+  secret: string
+  body: string
+  attempts: number
+  hook_active: boolean | null
+}
+
+/**
+ * Claims up to `limit` due rows for `leaseSeconds` (DESIGN.md 4: any node's pool may claim;
+ * SKIP LOCKED keeps nodes off each other's rows; a dead node's lease simply expires).
+ */
+export async function claimDueDeliveries (sql: Q, limit: number, leaseSeconds: number): Promise<ClaimedDelivery[]> {
+  return sql<ClaimedDelivery[]>`
+    UPDATE webhook_deliveries d SET claimed_until = now() + make_interval(secs => ${leaseSeconds}::float8)
+    WHERE d.id IN (
+      SELECT id FROM webhook_deliveries
+      WHERE status = 'pending' AND next_attempt_at <= now() AND (claimed_until IS NULL OR claimed_until < now())
+      ORDER BY next_attempt_at LIMIT ${limit}
+      FOR UPDATE SKIP LOCKED)
+    RETURNING d.id, d.event_id, d.account_id, d.webhook_id, d.job_id, d.event, d.url, d.secret, d.body, d.attempts,
+      (SELECT w.active AND w.deleted_at IS NULL FROM webhooks w WHERE w.id = d.webhook_id) AS hook_active`
+}
+
+/** The result of one attempt and the delivery's next state (src/actors/delivery.ts `outcomeOf`). */
+export interface AttemptRecord {
+  deliveryId: string
+  webhookId: number | null
+  attempt: number
+  attemptedAt: Date
+  statusCode: number | null
+  latencyMs: number | null
+  error: string | null
+  status: 'delivered' | 'pending' | 'failed' | 'disabled'
+  /** When pending: the next attempt is due this many ms from now (database clock). */
+  delayMs: number | null
+  /** Deactivate the registered webhook with this reason (a 410). */
+  disableWebhook: string | null
+}
+
+/**
+ * Writes one attempt and the delivery's new state, releasing the claim. A row that left
+ * `pending` meanwhile (its webhook was deleted) keeps its state; a 2xx still marks it delivered.
+ */
+export async function recordAttempt (tx: Q, a: AttemptRecord): Promise<void> {
+  await tx`
+    INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, status_code, latency_ms, error)
+    VALUES (${a.deliveryId}, ${a.attempt}, ${a.attemptedAt}, ${a.statusCode}, ${a.latencyMs}, ${a.error})`
+  const delivered = a.status === 'delivered'
+  const deliveredAt = delivered ? new Date(a.attemptedAt.getTime() + (a.latencyMs ?? 0)) : null
+  await tx`
+    UPDATE webhook_deliveries SET
+      status = ${a.status}, attempts = greatest(attempts, ${a.attempt}), claimed_until = NULL,
+      last_status_code = ${a.statusCode}, last_error = ${a.error}, last_latency_ms = ${a.latencyMs},
+      next_attempt_at = CASE WHEN ${a.status}::text = 'pending'
+        THEN clock_timestamp() + make_interval(secs => ${(a.delayMs ?? 0) / 1000}::float8) ELSE next_attempt_at END,
+      delivered_at = coalesce(delivered_at, ${deliveredAt}::timestamptz)
+    WHERE id = ${a.deliveryId} AND ${delivered ? tx`status <> 'delivered'` : tx`status = 'pending'`}`
+  if (a.disableWebhook !== null && a.webhookId !== null) {
+    await tx`UPDATE webhooks SET active = false, disabled_reason = ${a.disableWebhook} WHERE id = ${a.webhookId} AND active`
+    await tx`
+      UPDATE webhook_deliveries SET status = 'disabled', claimed_until = NULL, last_error = ${'webhook disabled: ' + a.disableWebhook}
+      WHERE webhook_id = ${a.webhookId} AND status = 'pending' AND id <> ${a.deliveryId}`
+  }
+}
+
+/** A claimed row whose registered webhook was deleted or disabled: no attempt, just disabled. */
+export async function disableDelivery (tx: Q, id: string, reason: string): Promise<void> {
+  await tx`UPDATE webhook_deliveries SET status = 'disabled', claimed_until = NULL, last_error = ${reason} WHERE id = ${id} AND status = 'pending'`
+}
+
+/** Gives claimed rows back at once (graceful stop), so another pool need not wait for the lease. */
+export async function releaseClaims (sql: Q, ids: string[]): Promise<void> {
+  if (ids.length === 0) return
+  await sql`UPDATE webhook_deliveries SET claimed_until = NULL WHERE id = ANY(${ids}::text[]) AND status = 'pending'`
+}

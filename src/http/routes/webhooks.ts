@@ -1,0 +1,169 @@
+import { randomBytes } from 'node:crypto'
+import { Type, type Static } from '@sinclair/typebox'
+import { ApiError } from '../../errors.js'
+import { checkWebhookUrl, classifyHost, isAllowlistedHost, MAX_URL_LENGTH } from '../../catalog/url.js'
+import { resolveForRegistration } from '../../actors/delivery.js'
+import { deleteWebhook, getWebhook, insertWebhook, listDeliveries, listWebhooks, MAX_ACTIVE_WEBHOOKS, type WebhookRow } from '../../db/webhooks.js'
+import type { Route } from '../route.js'
+import { intParam } from '../validate.js'
+import { ListOf, page, Paging } from './jobs.js'
+
+const EventType = Type.Union([Type.Literal('job.completed'), Type.Literal('job.failed')])
+
+const CreateWebhook = Type.Object({
+  url: Type.String({ format: 'uri', maxLength: MAX_URL_LENGTH, description: 'https and publicly routable (SPEC.md 4.12)' }),
+  events: Type.Array(EventType, { minItems: 1, maxItems: 2, uniqueItems: true }),
+  secret: Type.Optional(Type.String({ minLength: 16, maxLength: 64, description: 'HMAC key; omitted: 32 random bytes (hex) are generated and returned once' })),
+}, { additionalProperties: false })
+
+/** The webhook record of DESIGN.md 7. */
+export const WebhookView = Type.Object({
+  id: Type.Integer(),
+  url: Type.String(),
+  events: Type.Array(EventType),
+  active: Type.Boolean(),
+  created_at: Type.String({ format: 'date-time' }),
+})
+const WebhookWithSecret = Type.Object({ ...WebhookView.properties, secret: Type.String() })
+
+const Nullable = <T extends ReturnType<typeof Type.String | typeof Type.Integer>>(t: T) => Type.Union([t, Type.Null()])
+const DeliveryStatus = Type.Union(['pending', 'delivered', 'failed', 'disabled'].map(s => Type.Literal(s)))
+
+/** One delivery of a webhook with its attempts (beyond SPEC.md: debugging a failing receiver). */
+export const DeliveryView = Type.Object({
+  id: Type.String({ description: 'The X-Service-Delivery header, the same on every attempt' }),
+  event: EventType,
+  event_id: Type.String({ description: 'The body `id` (evt_...)' }),
+  job_id: Type.String(),
+  status: DeliveryStatus,
+  attempts: Type.Integer(),
+  last_status_code: Nullable(Type.Integer()),
+  last_error: Nullable(Type.String()),
+  last_latency_ms: Nullable(Type.Integer()),
+  next_attempt_at: Nullable(Type.String({ format: 'date-time', description: 'When pending: the next attempt' })),
+  created_at: Type.String({ format: 'date-time' }),
+  delivered_at: Nullable(Type.String({ format: 'date-time' })),
+  attempts_history: Type.Array(Type.Object({
+    attempt: Type.Integer(),
+    attempted_at: Type.String({ format: 'date-time' }),
+    status_code: Nullable(Type.Integer()),
+    latency_ms: Nullable(Type.Integer()),
+    error: Nullable(Type.String()),
+  })),
+})
+
+const IdParams = Type.Object({ id: Type.Integer({ minimum: 1 }) })
+const DeliveriesQuery = Type.Object({ status: Type.Optional(DeliveryStatus), ...Paging })
+const ListQuery = Type.Object({ ...Paging })
+
+function viewOf (w: WebhookRow): Static<typeof WebhookView> {
+  return { id: w.id, url: w.url, events: w.events as Array<'job.completed' | 'job.failed'>, active: w.active, created_at: w.created_at.toISOString() }
+}
+
+/**
+ * Registration URL rules (SPEC.md 4.12, DESIGN.md 7 "URL checks"): https, not localhost nor a
+ * non-public IP literal, and a name whose DNS answer contains any non-public address is refused;
+ * a name that does not resolve is accepted (the delivery-time check on the connected address is
+ * the real guard). An allowlisted host[:port] skips all of it. 422 UNSUPPORTED_OPTION, param url.
+ */
+async function checkRegistrationUrl (value: string, allowlist: readonly string[]): Promise<void> {
+  checkWebhookUrl(value, { webhookAllowlist: allowlist }, 'url')
+  const url = new URL(value)
+  if (isAllowlistedHost(url, allowlist) || classifyHost(url.hostname) !== 'name') return
+  if (await resolveForRegistration(url.hostname) === 'non-public') {
+    throw new ApiError('UNSUPPORTED_OPTION', 'url must be publicly routable: its host resolves to a non-public address', { param: 'url' })
+  }
+}
+
+/** Registered webhooks (SPEC.md 4.12, 6.1), scope generate. */
+export const routes: Route[] = [
+  {
+    method: 'POST',
+    path: '/v1/webhooks',
+    auth: 'key',
+    scope: 'generate',
+    summary: 'Register a webhook for job.completed / job.failed; the signing secret is returned once',
+    tag: 'Webhooks',
+    errors: ['UNSUPPORTED_OPTION', 'WEBHOOK_LIMIT_REACHED'],
+    schema: { body: CreateWebhook, response: { 201: WebhookWithSecret } },
+    async handler (ctx) {
+      const b = ctx.body as Static<typeof CreateWebhook>
+      await checkRegistrationUrl(b.url, ctx.services.config.webhookAllowlist)
+      const secret = b.secret ?? randomBytes(32).toString('hex')
+      const row = await insertWebhook(ctx.services.sql, { accountId: ctx.caller!.accountId, url: b.url, secret, events: b.events })
+      if (row === null) throw new ApiError('WEBHOOK_LIMIT_REACHED', `An account can have at most ${MAX_ACTIVE_WEBHOOKS} active webhooks; delete one first`)
+      return { status: 201, body: { ...viewOf(row), secret } }
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/webhooks',
+    auth: 'key',
+    scope: 'generate',
+    summary: 'List the caller\'s webhooks, newest first (secrets are never shown again)',
+    tag: 'Webhooks',
+    schema: { query: ListQuery, response: { 200: ListOf(WebhookView) } },
+    async handler (ctx) {
+      const limit = Number(ctx.query.get('limit') ?? 20)
+      const offset = Number(ctx.query.get('offset') ?? 0)
+      const { rows, total } = await listWebhooks(ctx.services.sql, ctx.caller!.accountId, limit, offset)
+      return { body: page(rows.map(viewOf), total, limit, offset) }
+    },
+  },
+  {
+    method: 'DELETE',
+    path: '/v1/webhooks/:id',
+    auth: 'key',
+    scope: 'generate',
+    summary: 'Delete a webhook; its pending deliveries are not sent',
+    tag: 'Webhooks',
+    errors: ['INVALID_PARAM', 'WEBHOOK_NOT_FOUND'],
+    schema: { params: IdParams, response: { 200: Type.Object({ deleted: Type.Literal(true), id: Type.Integer() }) } },
+    async handler (ctx) {
+      const id = intParam(ctx.params.id, 'id')
+      if (!await deleteWebhook(ctx.services.sql, ctx.caller!.accountId, id)) throw new ApiError('WEBHOOK_NOT_FOUND')
+      return { body: { deleted: true, id } }
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/webhooks/:id/deliveries',
+    auth: 'key',
+    scope: 'generate',
+    summary: 'Recent deliveries of a webhook with every attempt (status code, latency, error, next retry)',
+    tag: 'Webhooks',
+    errors: ['INVALID_PARAM', 'WEBHOOK_NOT_FOUND'],
+    schema: { params: IdParams, query: DeliveriesQuery, response: { 200: ListOf(DeliveryView) } },
+    async handler (ctx) {
+      const id = intParam(ctx.params.id, 'id')
+      const sql = ctx.services.sql
+      if (!await getWebhook(sql, ctx.caller!.accountId, id)) throw new ApiError('WEBHOOK_NOT_FOUND')
+      const limit = Number(ctx.query.get('limit') ?? 20)
+      const offset = Number(ctx.query.get('offset') ?? 0)
+      const status = ctx.query.get('status') ?? undefined
+      const { rows, attempts, total } = await listDeliveries(sql, id, { status, limit, offset })
+      const byDelivery = new Map<string, Array<Static<typeof DeliveryView>['attempts_history'][number]>>()
+      for (const a of attempts) {
+        let list = byDelivery.get(a.delivery_id)
+        if (!list) byDelivery.set(a.delivery_id, list = [])
+        list.push({ attempt: a.attempt, attempted_at: a.attempted_at.toISOString(), status_code: a.status_code, latency_ms: a.latency_ms, error: a.error })
+      }
+      const data = rows.map(r => ({
+        id: r.id,
+        event: r.event as 'job.completed' | 'job.failed',
+        event_id: r.event_id,
+        job_id: r.job_id,
+        status: r.status,
+        attempts: r.attempts,
+        last_status_code: r.last_status_code,
+        last_error: r.last_error,
+        last_latency_ms: r.last_latency_ms,
+        next_attempt_at: r.status === 'pending' ? r.next_attempt_at.toISOString() : null,
+        created_at: r.created_at.toISOString(),
+        delivered_at: r.delivered_at ? r.delivered_at.toISOString() : null,
+        attempts_history: byDelivery.get(r.id) ?? [],
+      }))
+      return { body: page(data, total, limit, offset) }
+    },
+  },
+]

@@ -13,6 +13,9 @@ export interface MeterRow {
   request_id: string
 }
 
+/** Rows per INSERT statement: 5000 x 9 columns stays under PostgreSQL's 65535 parameters. */
+const ROWS_PER_INSERT = 5000
+
 /**
  * Writes a batch of raw rows and folds them into the per-account daily rollup in one
  * transaction, so summaries read usage_daily and never scan raw rows.
@@ -33,9 +36,15 @@ export async function writeMeterBatch (sql: Sql, rows: MeterRow[]): Promise<void
     g.latency_ms_sum += r.latency_ms
   }
   await sql.begin(async (tx) => {
-    await tx`INSERT INTO request_log ${tx(rows as any, 'at', 'account_id', 'key_id', 'method', 'endpoint', 'status', 'credits', 'latency_ms', 'request_id')}`
-    if (roll.size > 0) {
-      const g = [...roll.values()]
+    // A statement carries at most 65534 parameters: under load a flush holds more rows than
+    // one INSERT can (9 columns), so they go in chunks of the same transaction.
+    for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
+      const chunk = rows.slice(i, i + ROWS_PER_INSERT)
+      await tx`INSERT INTO request_log ${tx(chunk as any, 'at', 'account_id', 'key_id', 'method', 'endpoint', 'status', 'credits', 'latency_ms', 'request_id')}`
+    }
+    const groups = [...roll.values()]
+    for (let i = 0; i < groups.length; i += ROWS_PER_INSERT) {
+      const g = groups.slice(i, i + ROWS_PER_INSERT)
       await tx`
         INSERT INTO usage_daily ${tx(g as any, 'account_id', 'day', 'endpoint', 'requests', 'errors', 'credits', 'latency_ms_sum')}
         ON CONFLICT (account_id, day, endpoint) DO UPDATE SET

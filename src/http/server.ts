@@ -149,7 +149,13 @@ export class HttpServer {
         this.fail(ex, new ApiError('PAYLOAD_TOO_LARGE', `JSON body exceeds ${JSON_BODY_LIMIT} bytes`), c.route.method, c.route.path)
         return
       }
-      body = readBody(res, JSON_BODY_LIMIT)
+      const read = readBody(res, JSON_BODY_LIMIT)
+      // uWS never delivers the rest of a body whose client went away: settle the read then, or
+      // the request would stay in flight forever (and graceful shutdown would wait it out).
+      body = new Promise<Buffer>((resolve, reject) => {
+        read.then(resolve, reject)
+        ;(ex.abortHooks ??= []).push(() => reject(new ApiError('VALIDATION_ERROR', 'Client closed the connection before the body was complete')))
+      })
     }
 
     let bodyStream: Readable | undefined

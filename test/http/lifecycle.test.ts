@@ -1,0 +1,39 @@
+// Graceful stop (issue 2 item 2): close() drains requests in flight, refuses new ones, and is
+// not held up by clients that went away half-way through sending a body.
+import t from 'tap'
+import { connect } from 'node:net'
+import { createUser, startServer } from '../helpers/server.js'
+
+const sleep = (ms: number) => new Promise(resolve => setTimeout(resolve, ms))
+
+t.test('a client that disconnects mid-body does not hold up close()', async (t) => {
+  const s = await startServer(t)
+  for (const path of ['/v1/auth/login', '/v1/auth/signup', '/v1/admin/accounts']) {
+    const sock = connect(s.app.port, '127.0.0.1')
+    await new Promise(resolve => sock.once('connect', resolve))
+    sock.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"email":`)
+    await sleep(50)
+    sock.destroy()
+  }
+  await sleep(50)
+  t.equal((await s.req('GET', '/v1/health')).status, 200, 'the server is fine')
+  const started = Date.now()
+  await s.app.close()
+  const took = Date.now() - started
+  t.ok(took < 3000, `close() took ${took} ms (a stuck body read would hold it for its 10 s timeout)`)
+})
+
+t.test('close() lets a request in flight finish and answers new ones 503 or refuses them', async (t) => {
+  const s = await startServer(t)
+  const u = await createUser(s, { withKey: false })
+  // Login hashes a password (tens of ms): start it, then close while it runs.
+  const inflight = s.req('POST', '/v1/auth/login', { body: { email: u.email, password: u.password } })
+  await sleep(15)
+  const closing = s.app.close()
+  const r = await inflight
+  t.equal(r.status, 200, 'the request in flight completed')
+  t.type(r.body.token, 'string')
+  await closing
+  const after = await s.req('GET', '/v1/health').then(x => x.status, (e: Error) => e.name)
+  t.not(after, 200, `after close: ${after}`)
+})

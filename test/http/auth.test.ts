@@ -4,6 +4,8 @@ import t from 'tap'
 import { createHmac } from 'node:crypto'
 import { hashKey } from '../../src/http/api-key.js'
 import { signSession } from '../../src/http/jwt.js'
+import type { Route } from '../../src/http/route.js'
+import { ApiError } from '../../src/errors.js'
 import { assertError } from '../helpers/assert.js'
 import { createUser, JWT_SECRET, startServer } from '../helpers/server.js'
 
@@ -273,4 +275,27 @@ t.test('an API key on a key-management route answers 403 insufficient_scope', as
   const r = await s.req('GET', '/v1/auth/keys', { key: u.key })
   assertError(t, r, 403, 'insufficient_scope')
   t.type(r.body.required_scope, 'string')
+})
+
+t.test('a key without a route\'s scope answers 403 insufficient_scope naming required_scope', async (t) => {
+  const u = await createUser(s)
+  const auth = s.app.services.auth
+  const route = (scope: 'generate' | 'read'): Route => ({ method: 'GET', path: '/v1/x', auth: 'key', scope, summary: '', tag: '', handler: () => ({}) })
+  const headers = { 'x-api-key': u.key }
+  const both = await auth.authenticate(route('generate'), headers, new URLSearchParams())
+  t.same([...both.scopes].sort(), ['generate', 'read'], 'keys get both scopes')
+  t.equal(both.tier, 'free')
+
+  await s.app.services.sql`UPDATE api_keys SET scopes = ARRAY['generate'] WHERE id = ${u.keyId}`
+  auth.invalidateKey(hashKey(u.key))
+  await t.resolves(auth.authenticate(route('generate'), headers, new URLSearchParams()), 'generate is still granted')
+  const err = await auth.authenticate(route('read'), headers, new URLSearchParams()).catch((e: unknown) => e)
+  t.ok(err instanceof ApiError)
+  t.equal((err as ApiError).code, 'insufficient_scope')
+  t.equal((err as ApiError).extra?.required_scope, 'read')
+
+  const r = await s.req('GET', '/v1/jobs', { key: u.key })
+  assertError(t, r, 403, 'insufficient_scope', 'GET /v1/jobs (scope read) over HTTP')
+  t.equal(r.body.required_scope, 'read')
+  t.equal((await s.req('GET', '/v1/jobs', { jwt: u.jwt })).status, 200, 'a dashboard session has every scope')
 })

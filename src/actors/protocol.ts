@@ -54,6 +54,8 @@ export interface CreatedJobView {
   remaining_credits: number
   estimated_seconds: number
   result_url?: string | null
+  /** Generated for a per-job webhook_url sent without a secret; returned once. */
+  webhook_secret?: string
   replayed?: true
 }
 

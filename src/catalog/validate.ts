@@ -225,11 +225,8 @@ function oneOf (values: readonly string[]): string {
 }
 
 function checkWebhook (b: { webhook_url?: string; webhook_secret?: string }, opts: ValidateOptions): void {
-  if (b.webhook_url !== undefined) {
-    checkWebhookUrl(b.webhook_url, opts, 'webhook_url')
-    // Every delivery is signed (SPEC.md 6.1): a per-job URL needs its secret.
-    if (b.webhook_secret === undefined) unsupported('webhook_secret', 'webhook_url needs webhook_secret (16-64 characters) to sign its deliveries')
-  } else if (b.webhook_secret !== undefined) unsupported('webhook_secret', 'webhook_secret needs webhook_url')
+  if (b.webhook_url !== undefined) checkWebhookUrl(b.webhook_url, opts, 'webhook_url')
+  else if (b.webhook_secret !== undefined) unsupported('webhook_secret', 'webhook_secret needs webhook_url')
 }
 
 function videoRules (b: VideoRequestBody, opts: ValidateOptions): NormalizedVideoRequest {

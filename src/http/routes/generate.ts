@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { Type } from '@sinclair/typebox'
 import { ApiError } from '../../errors.js'
 import {
@@ -88,6 +88,9 @@ async function extendSource (ctx: RouteContext, jobId: string): Promise<string> 
 
 async function specFor (ctx: RouteContext, n: NormalizedRequest): Promise<JobSpec> {
   await checkAssets(ctx, n)
+  // Every delivery is signed (SPEC.md 6.1): a per-job webhook_url sent without a secret gets
+  // one generated, returned once in the 201 as `webhook_secret`.
+  if (n.webhook_url !== null && n.webhook_secret === null) n.webhook_secret = randomBytes(32).toString('hex')
   const spec = n.kind === 'extend' ? specOf(n, await extendSource(ctx, n.job_id)) : specOf(n)
   await screen(ctx, spec)
   return spec
@@ -104,7 +107,8 @@ async function create (ctx: RouteContext, validate: (body: unknown, o: ValidateO
     fingerprint: idempotencyKey !== undefined ? fingerprint(ctx) : undefined,
   }, 60_000)
   if (!r.replayed) ctx.meter.credits = r.created.credits_charged
-  return { status: r.replayed ? 200 : 201, body: r.created }
+  const generated = !r.replayed && ctx.body && typeof ctx.body === 'object' && (ctx.body as Record<string, unknown>).webhook_secret === undefined && spec.request.webhook_url
+  return { status: r.replayed ? 200 : 201, body: generated ? { ...r.created, webhook_secret: spec.request.webhook_secret } : r.created }
 }
 
 function createRoute (path: string, summary: string, body: any, validate: (b: unknown, o: ValidateOptions) => NormalizedRequest, extra: string[] = []): Route {
@@ -166,10 +170,14 @@ export const routes: Route[] = [
       if (tier === 'free') throw new ApiError('upgrade_required', 'POST /batch needs a paid plan; nothing was charged', { pricing_url: PRICING_URL })
       const items = validateBatch(ctx.body ?? {}, policy(ctx))
       const out: Array<{ index: number; type: 'video' | 'image' | null; spec?: JobSpec; error?: BatchItemView['error'] & { status: number } }> = []
+      const generated = new Map<number, string>()
       for (const it of items) {
         if (!it.ok) { out.push({ index: it.index, type: it.type, error: { ...(it.error.toJSON() as any), status: it.error.status } }); continue }
         try {
-          out.push({ index: it.index, type: it.type, spec: await specFor(ctx, it.request) })
+          const hadSecret = it.request.webhook_secret !== null
+          const spec = await specFor(ctx, it.request)
+          if (!hadSecret && spec.request.webhook_url) generated.set(it.index, spec.request.webhook_secret as string)
+          out.push({ index: it.index, type: it.type, spec })
         } catch (err) {
           if (!(err instanceof ApiError)) throw err
           out.push({ index: it.index, type: it.type, error: { ...(err.toJSON() as any), status: err.status } })
@@ -182,7 +190,10 @@ export const routes: Route[] = [
         idempotencyKey,
         fingerprint: idempotencyKey !== undefined ? fingerprint(ctx) : undefined,
       }, 120_000)
-      if (!view.replayed) ctx.meter.credits = view.credits_charged
+      if (!view.replayed) {
+        ctx.meter.credits = view.credits_charged
+        for (const r of view.results) if (r.job && generated.has(r.index)) r.job = { ...r.job, webhook_secret: generated.get(r.index) }
+      }
       return { status: 200, body: view }
     },
   },

@@ -163,6 +163,8 @@ export const CreatedJob = Type.Object({
   credits_charged: Type.Integer({ description: 'Refunded automatically if the provider fails the job' }),
   remaining_credits: Type.Optional(Type.Integer({ description: 'Balance after the charge' })),
   estimated_seconds: Type.Optional(Type.Integer({ description: 'Rough time to result' })),
+  result_url: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'voiceover: the result, already complete in the 201' })),
+  webhook_secret: Type.Optional(Type.String({ description: 'Generated for a per-job webhook_url sent without webhook_secret; returned only here' })),
   replayed: Type.Optional(Type.Literal(true, { description: 'Present only when an Idempotency-Key replay returned the original job' })),
 })
 

@@ -94,6 +94,8 @@ export interface Route {
    * gets the normal envelope.
    */
   rawBody?: boolean
+  /** A raw GET route that also answers HEAD itself (ctx.method is 'HEAD'); plain GET routes get HEAD for free. */
+  head?: boolean
   /** OpenAPI `content` of a raw body (multipart uploads). */
   rawBodySchema?: Record<string, unknown>
   /** OpenAPI `content` of answers that are not JSON described by schema.response (HTML, scripts, event streams), by status. */

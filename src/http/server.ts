@@ -95,9 +95,13 @@ export class HttpServer {
       body: route.schema?.body && !route.rawBody && !route.manualValidation ? compileBody(route.schema.body) : undefined,
       query: route.schema?.query ? compileQuery(route.schema.query) : undefined,
     }
-    const handler = (res: HttpResponse, req: HttpRequest) => this.handle(c, res, req)
+    const handler = (res: HttpResponse, req: HttpRequest) => this.handle(c, res, req, false)
     switch (route.method) {
-      case 'GET': this.app.get(route.path, handler); break
+      case 'GET':
+        this.app.get(route.path, handler)
+        // HEAD answers every GET route's headers without the body (raw routes opt in).
+        if (!route.rawBody || route.head) this.app.head(route.path, (res, req) => this.handle(c, res, req, true))
+        break
       case 'POST': this.app.post(route.path, handler); break
       case 'PATCH': this.app.patch(route.path, handler); break
       case 'PUT': this.app.put(route.path, handler); break
@@ -117,7 +121,7 @@ export class HttpServer {
     return ex
   }
 
-  private handle (c: Compiled, res: HttpResponse, req: HttpRequest): void {
+  private handle (c: Compiled, res: HttpResponse, req: HttpRequest, head: boolean): void {
     const ex = this.begin(res, req)
     // Copy everything from HttpRequest now: it is invalid after this function returns.
     const headers: Record<string, string> = {}
@@ -162,7 +166,7 @@ export class HttpServer {
     if (BODY_METHODS.has(c.route.method) && c.route.rawBody) bodyStream = streamBody(res)
 
     const ctx: RouteContext = {
-      method: c.route.method,
+      method: head ? 'HEAD' : c.route.method,
       path,
       params,
       query,
@@ -269,7 +273,7 @@ export class HttpServer {
       headers['Content-Type'] = CONTENT_TYPE[ex.format]
       if (ex.format === 'toon') headers['X-TOON-Dict'] = 'none'
     }
-    if (!ex.aborted) writeResponse(ex.res, status, headers, payload ?? (status === 204 ? undefined : Buffer.alloc(0)))
+    if (!ex.aborted) writeResponse(ex.res, status, headers, payload ?? (status === 204 ? undefined : Buffer.alloc(0)), false, ctx.method === 'HEAD')
     this.finish(ex, status, ctx.method, ctx, ctx.path)
   }
 
@@ -290,7 +294,7 @@ export class HttpServer {
     if (e.headers) Object.assign(headers, e.headers)
     headers['Content-Type'] = CONTENT_TYPE[ex.format]
     if (ex.format === 'toon') headers['X-TOON-Dict'] = 'none'
-    if (!ex.aborted) writeResponse(ex.res, e.status, headers, serialize(e.toJSON(), ex.format, false), closeConnection)
+    if (!ex.aborted) writeResponse(ex.res, e.status, headers, serialize(e.toJSON(), ex.format, false), closeConnection, ctx?.method === 'HEAD')
     this.finish(ex, e.status, method, ctx, endpoint)
   }
 

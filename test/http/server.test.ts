@@ -127,3 +127,14 @@ t.test('CORS preflight is answered without authentication', async (t) => {
   t.equal(r.status, 204)
   t.equal(r.headers.get('access-control-allow-origin'), '*')
 })
+
+t.test('HEAD answers a GET route\'s status and headers with its Content-Length and no body', async (t) => {
+  const get = await s.req('GET', '/v1/models')
+  const head = await fetch(`${s.url}/v1/models`, { method: 'HEAD' })
+  t.equal(head.status, 200)
+  t.equal(head.headers.get('content-length'), String(Buffer.byteLength(get.text)))
+  t.equal(head.headers.get('etag'), get.headers.get('etag'))
+  t.equal((await head.text()), '')
+  const missing = await fetch(`${s.url}/v1/nope`, { method: 'HEAD' })
+  t.equal(missing.status, 404)
+})

@@ -104,6 +104,10 @@ async function serveFile (ctx: RouteContext): Promise<Reply> {
   const status = range ? 206 : 200
   if (range) headers['Content-Range'] = `bytes ${range.start}-${range.end}/${obj.size}`
   const length = range ? range.end - range.start + 1 : obj.size
+  if (ctx.method === 'HEAD') {
+    writeHead(res, status, headers, () => res.endWithoutBody(length))
+    return { status }
+  }
 
   let stream: Readable
   try {
@@ -208,6 +212,7 @@ function streamBody (ctx: RouteContext, res: HttpResponse, stream: Readable, sta
 export const routes: Route[] = [
   {
     method: 'GET',
+    head: true,
     path: '/files/*',
     auth: 'public',
     rawBody: true,

@@ -1,3 +1,5 @@
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
 import type { Sql } from './connect.js'
 
 /** One metered request (SPEC.md 1.5: endpoint, status, credits, latency). */
@@ -13,8 +15,24 @@ export interface MeterRow {
   request_id: string
 }
 
-/** Rows per INSERT statement: 5000 x 9 columns stays under PostgreSQL's 65535 parameters. */
+/** Rows per INSERT statement: 5000 x 7 columns stays under PostgreSQL's 65535 parameters. */
 const ROWS_PER_INSERT = 5000
+
+/** COPY text format: backslash, tab, newline and carriage return are escaped; `\N` is NULL. */
+function copyText (v: string | null): string {
+  if (v === null) return '\\N'
+  return /[\\\t\n\r]/.test(v) ? v.replace(/[\\\t\n\r]/g, c => c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r') : v
+}
+
+/** request_log rows as COPY text, in chunks of about 64 KB. */
+function* copyChunks (rows: MeterRow[]): Generator<string> {
+  let s = ''
+  for (const r of rows) {
+    s += `${r.at.toISOString()}\t${r.account_id ?? '\\N'}\t${r.key_id ?? '\\N'}\t${copyText(r.method)}\t${copyText(r.endpoint)}\t${r.status}\t${r.credits}\t${r.latency_ms}\t${copyText(r.request_id)}\n`
+    if (s.length >= 65536) { yield s; s = '' }
+  }
+  if (s) yield s
+}
 
 /**
  * Writes a batch of raw rows and folds them into the per-account daily rollup in one
@@ -36,12 +54,11 @@ export async function writeMeterBatch (sql: Sql, rows: MeterRow[]): Promise<void
     g.latency_ms_sum += r.latency_ms
   }
   await sql.begin(async (tx) => {
-    // A statement carries at most 65534 parameters: under load a flush holds more rows than
-    // one INSERT can (9 columns), so they go in chunks of the same transaction.
-    for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
-      const chunk = rows.slice(i, i + ROWS_PER_INSERT)
-      await tx`INSERT INTO request_log ${tx(chunk as any, 'at', 'account_id', 'key_id', 'method', 'endpoint', 'status', 'credits', 'latency_ms', 'request_id')}`
-    }
+    // Every request is a row (SPEC.md 1.5), thousands per second under load: COPY costs a
+    // fraction of a multi-row INSERT on both sides (no per-parameter Bind encoding and parsing)
+    // and has no parameter limit.
+    const copy = await tx`COPY request_log (at, account_id, key_id, method, endpoint, status, credits, latency_ms, request_id) FROM STDIN`.writable()
+    await pipeline(Readable.from(copyChunks(rows)), copy)
     const groups = [...roll.values()]
     for (let i = 0; i < groups.length; i += ROWS_PER_INSERT) {
       const g = groups.slice(i, i + ROWS_PER_INSERT)

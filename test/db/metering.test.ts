@@ -23,3 +23,12 @@ t.test('a flush larger than one INSERT can carry (65534 parameters) is written w
   t.equal(requests, n, 'every row rolled up')
   t.equal(errors, Math.ceil(n / 10))
 })
+
+t.test('values that COPY text would misread (tab, newline, backslash) are stored as given', async (t) => {
+  const odd = 'req\ta\\b\nc\rd\\N'
+  await writeMeterBatch(sql, [{ at: new Date(), account_id: null, key_id: 7, method: 'GET', endpoint: '/v1/x\\y', status: 404, credits: 0, latency_ms: 1e-7, request_id: odd }])
+  const [r] = await sql<{ request_id: string; endpoint: string; account_id: number | null; key_id: number }[]>`SELECT request_id, endpoint, account_id, key_id FROM request_log WHERE key_id = 7`
+  t.equal(r.request_id, odd)
+  t.equal(r.endpoint, '/v1/x\\y')
+  t.equal(r.account_id, null)
+})

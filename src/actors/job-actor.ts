@@ -29,6 +29,8 @@ export class JobActor {
   timer: NodeJS.Timeout | null = null
   /** Set while a submission is outstanding (queued retry, or a submit that timed out). */
   submitting: Promise<unknown> | null = null
+  /** The provider's answer to `submitting`, noted when it arrives and persisted by tick(). */
+  private answer: { providerJobId: string } | { refused: Error } | null = null
   private errors = 0
   private readonly basePollMs: number
   terminal = false
@@ -42,7 +44,20 @@ export class JobActor {
   schedule (delayMs = this.basePollMs): void {
     if (this.terminal) return
     if (this.timer) clearTimeout(this.timer)
-    this.timer = setTimeout(() => { this.timer = null; this.tick().catch(err => this.host.log('job tick failed', { job: this.id, err: String(err) })) }, delayMs)
+    this.timer = setTimeout(() => {
+      this.timer = null
+      this.tick().catch((err) => {
+        // A write that failed (a database hiccup, a failed group commit) must not strand the
+        // job: nothing re-armed the timer here before, so it stayed non-terminal until restart.
+        this.errors++
+        this.host.log('job tick failed; retrying', { job: this.id, err: String(err), errors: this.errors })
+        this.schedule(this.backoffMs())
+      })
+    }, delayMs)
+  }
+
+  private backoffMs (): number {
+    return Math.min(MAX_BACKOFF_MS, this.basePollMs * 2 ** this.errors)
   }
 
   stop (): void {
@@ -55,15 +70,20 @@ export class JobActor {
     this.submitting = p
     // Keep ticking while the answer is outstanding: a provider that never answers must still
     // meet the job's deadline (failed + refund), and tick() only re-arms while `submitting`.
+    this.answer = null
     this.schedule()
-    p.then(async ({ providerJobId }) => {
-      this.submitting = null
-      if (this.terminal) return
-      await this.host.progress(this, 'submitted', this.row.progress, providerJobId)
-      this.schedule()
-    }, async (err) => {
-      this.submitting = null
-      if (!this.terminal) await this.host.fail(this, `The provider refused the job: ${(err as Error).message}`, false)
+    // The answer is only noted here and persisted by tick(), so a failed write is retried like
+    // any other (and never becomes an unhandled rejection, which would kill the shard worker).
+    // `submitting` stays set until the answer is persisted: the job cannot be cancelled and
+    // is not submitted again in between.
+    p.then(({ providerJobId }) => {
+      if (this.submitting !== p) return
+      this.answer = { providerJobId }
+      this.schedule(0)
+    }, (err: unknown) => {
+      if (this.submitting !== p) return
+      this.answer = { refused: err instanceof Error ? err : new Error(String(err)) }
+      this.schedule(0)
     })
   }
 
@@ -73,7 +93,20 @@ export class JobActor {
       await this.host.fail(this, 'The provider did not finish the job before its deadline; credits refunded', false)
       return
     }
-    if (this.submitting) { this.schedule(); return }
+    if (this.submitting) {
+      const a = this.answer
+      if (a === null) { this.schedule(); return }
+      if ('refused' in a) {
+        await this.host.fail(this, `The provider refused the job: ${a.refused.message}`, false)
+        return
+      }
+      await this.host.progress(this, 'submitted', this.row.progress, a.providerJobId)
+      this.submitting = null
+      this.answer = null
+      this.errors = 0
+      this.schedule()
+      return
+    }
     if (this.row.provider_job_id === null) {
       // Queued for capacity, or resumed after a crash before the provider's id was recorded.
       if (!this.provider.hasCapacity(this.pj)) { this.schedule(); return }

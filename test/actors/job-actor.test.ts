@@ -1,0 +1,149 @@
+// The JobActor state machine (SPEC.md section 3) without threads or a database: a fake host
+// (the AccountActor's persistence) and a fake provider. Issue 4: no job stays non-terminal
+// forever, even when a write to the database fails for a moment.
+import t from 'tap'
+import { JobActor, type JobHost } from '../../src/actors/job-actor.js'
+import type { JobRow, JobStatus } from '../../src/jobs/view.js'
+import type { Provider, ProviderJob, ProviderStatus } from '../../src/providers/provider.js'
+import type { Storage } from '../../src/storage/storage.js'
+
+const sleep = (ms: number) => new Promise<void>(resolve => setTimeout(resolve, ms))
+
+function rowOf (over: Partial<JobRow> = {}): JobRow {
+  const now = new Date()
+  return {
+    id: 'job_AAAAAAAAAAAAAAAA', account_id: 1, key_id: 1, type: 'image', model: 'nano-banana', status: 'submitted',
+    prompt: 'p', request: {}, progress: 0, credits_charged: 10, credits_refunded: 0, estimated_seconds: 1,
+    result_url: null, error_message: null, content_policy_violation: false, provider: 'fake', provider_job_id: null,
+    idempotency_key: null, request_hash: null, source_job_id: null, free_trial: false,
+    deadline_at: new Date(now.getTime() + 60_000), created_at: now, updated_at: now, completed_at: null,
+    ...over,
+  }
+}
+
+const storage = { url: (key: string) => `mem://${key}` } as unknown as Storage
+
+/** A host that records what it persists and fails the first `failures` writes. */
+function hostOf (failures: number) {
+  const calls: string[] = []
+  let left = failures
+  const write = () => { if (left > 0) { left--; throw new Error('connection reset (simulated database hiccup)') } }
+  const host: JobHost & { calls: string[] } = {
+    calls,
+    storage,
+    log: () => {},
+    async progress (job, status: JobStatus, progress, providerJobId) {
+      write()
+      if (job.terminal) return
+      job.row.status = status
+      job.row.progress = progress
+      if (providerJobId !== null) job.row.provider_job_id = providerJobId
+      calls.push(`progress ${status} ${progress}${providerJobId ? ` ${providerJobId}` : ''}`)
+    },
+    async complete (job, url) {
+      write()
+      if (job.terminal) return
+      job.stop()
+      job.row.status = 'completed'
+      calls.push(`complete ${url}`)
+    },
+    async fail (job, message) {
+      write()
+      if (job.terminal) return
+      job.stop()
+      job.row.status = 'failed'
+      calls.push(`fail ${message}`)
+    },
+  }
+  return host
+}
+
+/** A provider that accepts at once (or after `answerMs`) and completes after `polls` polls. */
+function providerOf (o: { polls?: number; answerMs?: number; refuse?: boolean } = {}) {
+  let n = 0
+  const submits: number[] = []
+  const p: Provider & { submits: number[] } = {
+    name: 'fake',
+    submits,
+    hasCapacity: () => true,
+    async submit () {
+      submits.push(Date.now())
+      if (o.answerMs) await sleep(o.answerMs)
+      if (o.refuse) throw new Error('refused')
+      return { providerJobId: `p${submits.length}` }
+    },
+    async status (_id: string, job: ProviderJob): Promise<ProviderStatus> {
+      n++
+      if (n < (o.polls ?? 3)) return { state: 'processing', progress: n * 10 }
+      return { state: 'completed', progress: 100, resultUrl: storage.url(`results/${job.id}.png`) }
+    },
+  }
+  return p
+}
+
+async function until (cond: () => boolean, ms = 5000): Promise<boolean> {
+  const end = Date.now() + ms
+  while (!cond()) { if (Date.now() > end) return false; await sleep(5) }
+  return true
+}
+
+function start (row: JobRow, provider: Provider, host: JobHost): JobActor {
+  const pj: ProviderJob = { id: row.id, type: row.type, model: row.model, text: 'p', estimatedSeconds: 1, request: {} }
+  return new JobActor(row, pj, provider, host, 100) // polls every 20 ms
+}
+
+t.test('a polled job moves through processing to completed with monotonic progress', async (t) => {
+  const host = hostOf(0)
+  const job = start(rowOf({ provider_job_id: 'p0' }), providerOf({ polls: 4 }), host)
+  job.schedule(1)
+  t.ok(await until(() => job.terminal), 'terminal')
+  t.same(host.calls, ['progress processing 10', 'progress processing 20', 'progress processing 30', 'complete mem://results/job_AAAAAAAAAAAAAAAA.png'])
+})
+
+t.test('a failed database write while polling is retried: the job still completes', async (t) => {
+  const host = hostOf(2)
+  const job = start(rowOf({ provider_job_id: 'p0' }), providerOf({ polls: 3 }), host)
+  job.schedule(1)
+  t.ok(await until(() => job.terminal), 'the job reached a terminal state despite two failed writes')
+  t.equal(host.calls.at(-1), 'complete mem://results/job_AAAAAAAAAAAAAAAA.png')
+})
+
+t.test('a failed write of the final state is retried', async (t) => {
+  const host = hostOf(0)
+  const provider = providerOf({ polls: 1 })
+  let failComplete = 1
+  const complete = host.complete.bind(host)
+  host.complete = async (job, url) => { if (failComplete-- > 0) throw new Error('commit failed'); return complete(job, url) }
+  const job = start(rowOf({ provider_job_id: 'p0' }), provider, host)
+  job.schedule(1)
+  t.ok(await until(() => job.terminal), 'completed on the retry')
+})
+
+t.test('a submission answered after the creation timed out is recorded once, even if the first write fails, and never resubmitted', async (t) => {
+  const host = hostOf(1)
+  const provider = providerOf({ polls: 2, answerMs: 50 })
+  const job = start(rowOf({ status: 'submitted', provider_job_id: null }), provider, host)
+  job.awaitSubmission(provider.submit(job.pj)) // as AccountActor does after a 504
+  t.ok(await until(() => job.terminal), 'terminal')
+  t.equal(provider.submits.length, 1, 'submitted exactly once')
+  t.equal(job.row.provider_job_id, 'p1', 'the provider id was recorded')
+  t.equal(host.calls.at(-1), 'complete mem://results/job_AAAAAAAAAAAAAAAA.png')
+})
+
+t.test('a refusal that arrives after the timeout fails the job (refund), even if the first write fails', async (t) => {
+  const host = hostOf(1)
+  const provider = providerOf({ answerMs: 20, refuse: true })
+  const job = start(rowOf({ provider_job_id: null }), provider, host)
+  job.awaitSubmission(provider.submit(job.pj))
+  t.ok(await until(() => job.terminal), 'terminal')
+  t.match(host.calls.at(-1), /^fail The provider refused the job/)
+})
+
+t.test('a submission that never answers fails at the deadline', async (t) => {
+  const host = hostOf(0)
+  const never: Provider = { ...providerOf(), submit: () => new Promise(() => {}) }
+  const job = start(rowOf({ provider_job_id: null, deadline_at: new Date(Date.now() + 150) }), never, host)
+  job.awaitSubmission(never.submit(job.pj))
+  t.ok(await until(() => job.terminal, 2000), 'terminal')
+  t.match(host.calls, [/deadline/])
+})

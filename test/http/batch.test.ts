@@ -164,3 +164,19 @@ t.test('a batch interrupted by a shard crash and retried with the same Idempoten
   const [{ charges }] = await sql`SELECT count(*)::int AS charges FROM credit_entries WHERE account_id = ${u.id} AND kind = 'charge'`
   t.equal(charges, 6, 'one charge per item')
 })
+
+t.test('replaying a batch that holds a flagged item does not count new content violations', async (t) => {
+  const u = await paidUser(s, 1000)
+  const body = { jobs: [img('forbidden-test-term'), img('fine')] }
+  const headers = { 'idempotency-key': 'flagged-batch' }
+  const first = await s.req('POST', '/v1/batch', { key: u.key, body, headers })
+  t.same(first.body.results.map((x: any) => x.status), [403, 201])
+  for (let i = 0; i < 3; i++) {
+    const r = await s.req('POST', '/v1/batch', { key: u.key, body, headers })
+    t.equal(r.status, 200, `replay ${i + 1}`)
+    t.equal(r.body.replayed, true)
+  }
+  const [row] = await sql`SELECT policy_violations, banned FROM accounts WHERE id = ${u.id}`
+  t.same({ ...row }, { policy_violations: 1, banned: false }, 'one violation, from the one real submission')
+  t.equal((await s.req('GET', '/v1/credits', { key: u.key })).status, 200, 'not suspended')
+})

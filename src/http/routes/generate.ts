@@ -6,7 +6,7 @@ import {
   stableStringify, validateAudio, validateBatch, validateExtend, validateImage, validateVideo, VideoRequest,
   type NormalizedRequest, type ValidateOptions,
 } from '../../catalog/index.js'
-import { getJob } from '../../db/jobs.js'
+import { findBatch, getJob } from '../../db/jobs.js'
 import { JOB_ID_RE } from '../../jobs/view.js'
 import { specOf } from '../../jobs/spec.js'
 import { screenText } from '../../moderation.js'
@@ -86,13 +86,13 @@ async function extendSource (ctx: RouteContext, jobId: string): Promise<string> 
   return row.model
 }
 
-async function specFor (ctx: RouteContext, n: NormalizedRequest): Promise<JobSpec> {
+async function specFor (ctx: RouteContext, n: NormalizedRequest, o: { screen: boolean } = { screen: true }): Promise<JobSpec> {
   await checkAssets(ctx, n)
   // Every delivery is signed (SPEC.md 6.1): a per-job webhook_url sent without a secret gets
   // one generated, returned once in the 201 as `webhook_secret`.
   if (n.webhook_url !== null && n.webhook_secret === null) n.webhook_secret = randomBytes(32).toString('hex')
   const spec = n.kind === 'extend' ? specOf(n, await extendSource(ctx, n.job_id)) : specOf(n)
-  await screen(ctx, spec)
+  if (o.screen) await screen(ctx, spec)
   return spec
 }
 
@@ -169,13 +169,17 @@ export const routes: Route[] = [
       }
       if (tier === 'free') throw new ApiError('upgrade_required', 'POST /batch needs a paid plan; nothing was charged', { pricing_url: PRICING_URL })
       const items = validateBatch(ctx.body ?? {}, policy(ctx))
+      // A batch already answered under this key is replayed (or refused as a conflict) by the
+      // shard without looking at its items: screening them again would count each replay of
+      // a flagged item as a new violation and end in a ban.
+      const answered = idempotencyKey !== undefined && (await findBatch(ctx.services.sql, caller.accountId, idempotencyKey)) !== undefined
       const out: Array<{ index: number; type: 'video' | 'image' | null; spec?: JobSpec; error?: BatchItemView['error'] & { status: number } }> = []
       const generated = new Map<number, string>()
       for (const it of items) {
         if (!it.ok) { out.push({ index: it.index, type: it.type, error: { ...(it.error.toJSON() as any), status: it.error.status } }); continue }
         try {
           const hadSecret = it.request.webhook_secret !== null
-          const spec = await specFor(ctx, it.request)
+          const spec = await specFor(ctx, it.request, { screen: !answered })
           if (!hadSecret && spec.request.webhook_url) generated.set(it.index, spec.request.webhook_secret as string)
           out.push({ index: it.index, type: it.type, spec })
         } catch (err) {

@@ -7,7 +7,8 @@ import { balance, dbOf, FAST_ENV, fetchResult, image, ledger, paidUser, pollJob,
 const [s, limited] = await Promise.all([
   startServer(t, { ...FAST_ENV, MODERATION_TERMS: 'zorblax quux, Plumbus', WEBHOOK_ALLOWLIST: '127.0.0.1:9' }),
   // Small concurrency caps: free keys 1 job in flight, pro keys 2.
-  startServer(t, { ...FAST_ENV, TIER_LIMITS: JSON.stringify({ free: { rpm: 100000, max_concurrent: 1 }, pro: { rpm: 100000, max_concurrent: 2 } }) }),
+  // SIM_SPEED 20: its [sim:queue] jobs hold their slots for 30 s before their deadline.
+  startServer(t, { ...FAST_ENV, SIM_SPEED: '20', TIER_LIMITS: JSON.stringify({ free: { rpm: 100000, max_concurrent: 1 }, pro: { rpm: 100000, max_concurrent: 2 } }) }),
 ])
 const sql = dbOf(t, s)
 

@@ -192,8 +192,8 @@ t.test('DELETE of a queued job cancels it with a full refund; a second DELETE is
 t.test('DELETE of a submitted or completed job is 409 CANNOT_CANCEL; of another account\'s or a malformed id 404 JOB_NOT_FOUND', async (t) => {
   const u = await paidUser(s, 2000)
   const other = await paidUser(s, 1000)
-  // seedance-2 1080p 15s: 350 s / 200 = 1.75 s of work, so it is still running.
-  const running = await s.req('POST', '/v1/generate/video', { key: u.key, body: { model: 'seedance-2', prompt: 'slow', resolution: '480p', duration: '6' } })
+  // lipsync: 695 s / 200 = 3.5 s of work, so it is still running.
+  const running = await s.req('POST', '/v1/generate/video', { key: u.key, body: { model: 'lipsync', prompt: 'slow', resolution: '480p', image_url: 'https://example.com/face.png', audio_url: 'https://example.com/voice.mp3', audio_duration: 5 } })
   t.equal(running.status, 201)
   t.equal(running.body.status, 'submitted')
   const d1 = await s.req('DELETE', `/v1/jobs/${running.body.id}`, { key: u.key })
@@ -213,5 +213,5 @@ t.test('DELETE of a submitted or completed job is 409 CANNOT_CANCEL; of another 
 
   const done = (await pollJob(s, u, running.body.id)).job
   t.equal(done.status, 'completed', 'the refused cancel left the job running to completion')
-  t.equal(await balance(s, u), 2000 - 220 - 10)
+  t.equal(await balance(s, u), 2000 - running.body.credits_charged - 10)
 })

@@ -35,9 +35,9 @@ const env = {
   DATABASE_URL: databaseUrl,
   ADMIN_TOKEN,
   JWT_SECRET,
-  // veo3-fast: 110 s / 40 = 2.75 s of work, so many jobs are mid-flight at the kill;
-  // deadlines max(4 x estimate, 600 s) / 40 = 15 s or more.
-  SIM_SPEED: '40',
+  // veo3-fast: 110 s / 25 = 4.4 s of work, so many jobs are mid-flight at the kill;
+  // deadlines max(4 x estimate, 600 s) / 25 = 24 s or more, well after the restart.
+  SIM_SPEED: '25',
   SHARDS: '2',
   LOG_LEVEL: 'warn',
   DATA_DIR: dataDir,

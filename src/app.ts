@@ -98,6 +98,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     config,
     nodeId,
     onLog: (level, msg) => log[level](msg),
+    onRestart: (shard, n) => { jobs.dropActive(a => a % n === shard) },
     onEvent: (ev) => {
       if (ev.type !== 'job.updated') return
       jobs.update(ev.accountId, ev.job)

@@ -61,6 +61,8 @@ export class AccountActor implements JobHost {
   /** Creations decided but not committed yet, per key (part of inFlight). */
   private readonly pendingByKey = new Map<number | null, number>()
   private readonly idem = new Map<string, IdemEntry>()
+  /** Keys remembered in memory; older ones are looked up in the jobs table again. */
+  private static readonly IDEM_MEMORY = 10_000
   private readonly batchIdem = new Map<string, Promise<BatchView>>()
   readonly jobs = new Map<string, JobActor>()
   private violations = 0
@@ -202,7 +204,11 @@ export class AccountActor implements JobHost {
     }
     try {
       const created = await this.submitAndCommit(req, decision.trial)
-      if (key !== undefined) this.idem.set(key, { fingerprint: req.fingerprint ?? '', jobId: created.id })
+      if (key !== undefined) {
+        this.idem.delete(key)
+        this.idem.set(key, { fingerprint: req.fingerprint ?? '', jobId: created.id })
+        this.trimIdem()
+      }
       return { created, replayed: false }
     } catch (err) {
       // Only successful creations are remembered: a 402 may be retried with the same key.
@@ -215,6 +221,18 @@ export class AccountActor implements JobHost {
       throw err
     } finally {
       decision.settle(undefined)
+    }
+  }
+
+  /** Bounds the idempotency index: settled entries beyond IDEM_MEMORY, oldest first, go. */
+  private trimIdem (): void {
+    let excess = this.idem.size - AccountActor.IDEM_MEMORY
+    if (excess <= 0) return
+    for (const [k, e] of this.idem) {
+      if (excess <= 0) break
+      if ('pending' in e) continue
+      this.idem.delete(k)
+      excess--
     }
   }
 
@@ -505,11 +523,15 @@ export class AccountActor implements JobHost {
   cancel (jobId: string): Promise<JobView> {
     return this.mailbox.post(async () => {
       await this.load()
-      const live = this.jobs.get(jobId)
+      let live = this.jobs.get(jobId)
       if (!live) {
         const row = await getJob(this.deps.sql, jobId)
         if (!row || row.account_id !== this.id) throw new ApiError('JOB_NOT_FOUND')
-        throw new ApiError('CANNOT_CANCEL', `Job ${jobId} is ${row.status}; only queued jobs can be cancelled`, { status: row.status })
+        if (row.status !== 'queued') throw new ApiError('CANNOT_CANCEL', `Job ${jobId} is ${row.status}; only queued jobs can be cancelled`, { status: row.status })
+        // Queued but run by another node (multi-node lease): nothing was sent to a provider,
+        // so it can be cancelled from here; the terminal-state guard keeps the other node's
+        // copy from acting on it afterwards.
+        live = this.adopt(row)
       }
       if (live.row.status !== 'queued' || live.submitting) {
         throw new ApiError('CANNOT_CANCEL', `Job ${jobId} is ${live.row.status}; only queued jobs can be cancelled`, { status: live.row.status })

@@ -16,6 +16,8 @@ export interface ShardPoolOptions {
   /** Default ask timeout. */
   timeoutMs?: number
   onEvent?: (ev: ShardEvent) => void
+  /** A shard was restarted after a crash (its actors reload from PostgreSQL). */
+  onRestart?: (shard: number, shards: number) => void
   onLog?: (level: 'warn' | 'error', msg: string) => void
 }
 
@@ -96,6 +98,7 @@ export class ShardPool {
       this.opts.onLog?.('warn', `shard ${shard} exited with code ${code}; restarting`)
       this.restarts++
       this.slots[shard] = this.spawn(shard)
+      this.opts.onRestart?.(shard, this.size)
     })
     return { worker, port, ready }
   }

@@ -37,6 +37,18 @@ export class JobCache {
     return e
   }
 
+  /**
+   * Forgets non-terminal views of accounts matching `pred` (a crashed shard may have died
+   * between a commit and its event); the next read loads them from PostgreSQL.
+   */
+  dropActive (pred: (accountId: number) => boolean): number {
+    let n = 0
+    for (const [id, e] of this.map) {
+      if (!TERMINAL.has(e.view.status) && pred(e.accountId)) { this.map.delete(id); n++ }
+    }
+    return n
+  }
+
   onUpdate (fn: (accountId: number, view: JobView) => void): () => void {
     this.listeners.add(fn)
     return () => this.listeners.delete(fn)

@@ -1,32 +1,9 @@
 import type { Q } from './connect.js'
-import type { JobRow, JobStatus, JobType } from '../jobs/view.js'
+import type { JobRow, JobStatus } from '../jobs/view.js'
 
-export interface NewJob {
-  id: string
-  account_id: number
-  key_id: number | null
-  type: JobType
-  model: string
-  status: JobStatus
-  prompt: string | null
-  request: Record<string, unknown>
-  credits_charged: number
-  estimated_seconds: number
-  provider: string
-  provider_job_id: string | null
-  idempotency_key: string | null
-  request_hash: string | null
-  source_job_id: string | null
-  free_trial: boolean
-  deadline_at: Date
-  created_at: Date
-  progress?: number
-  result_url?: string | null
-  completed_at?: Date | null
-  /** The node running the job and its lease (DESIGN.md 4). */
-  owner?: string | null
-  lease_until?: Date | null
-}
+/** A job row as inserted: the columns of JobRow the database does not fill in itself. */
+export type NewJob = Omit<JobRow, 'progress' | 'credits_refunded' | 'result_url' | 'error_message' | 'content_policy_violation' | 'updated_at' | 'completed_at'> &
+  Partial<Pick<JobRow, 'progress' | 'result_url' | 'completed_at'>>
 
 export async function insertJob (tx: Q, j: NewJob): Promise<JobRow> {
   const [row] = await tx<JobRow[]>`

@@ -138,8 +138,10 @@ export class HttpServer {
       }
     }
     const path = req.getUrl()
-    const query = new URLSearchParams(req.getQuery() ?? '')
-    const ip = Buffer.from(res.getRemoteAddressAsText()).toString()
+    // Built on first use: most requests never read them (per-request cost on the hot path).
+    const rawQuery = req.getQuery() ?? ''
+    let query: URLSearchParams | undefined
+    let ip: string | undefined
 
     if (this.closing) {
       this.fail(ex, new ApiError('SERVICE_UNAVAILABLE', 'Server is shutting down'), c.route.method, c.route.path)
@@ -169,12 +171,17 @@ export class HttpServer {
       method: head ? 'HEAD' : c.route.method,
       path,
       params,
-      query,
+      get query () { return (query ??= new URLSearchParams(rawQuery)) },
+      set query (v) { query = v },
       headers,
       body: undefined,
       caller: null,
       requestId: ex.requestId,
-      ip,
+      get ip () {
+        // uWS refuses access to a response that was answered or aborted: read while in flight.
+        if (ip === undefined) { try { ip = Buffer.from(res.getRemoteAddressAsText()).toString() } catch { ip = '' } }
+        return ip
+      },
       services: this.services,
       meter: { credits: 0 },
       res: c.route.rawBody ? res : undefined,
@@ -269,7 +276,7 @@ export class HttpServer {
       payload = reply.raw
       headers['Content-Type'] = reply.contentType ?? 'application/octet-stream'
     } else if (reply.body !== undefined) {
-      payload = serialize(reply.body, ex.format, reply.etag !== undefined)
+      payload = serialize(reply.body, ex.format, reply.etag !== undefined || reply.immutable === true)
       headers['Content-Type'] = CONTENT_TYPE[ex.format]
       if (ex.format === 'toon') headers['X-TOON-Dict'] = 'none'
     }

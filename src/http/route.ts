@@ -59,6 +59,8 @@ export interface Reply {
   headers?: Record<string, string>
   /** Strong validator; the front end answers 304 when If-None-Match matches. */
   etag?: string
+  /** `body` is never mutated (a cached job view): serialised once per format, by identity. */
+  immutable?: boolean
   /** Bytes sent as they are (HTML, scripts, CSS) instead of serialising `body` as JSON/TOON; one representation whatever Accept says. */
   raw?: Buffer
   /** Content-Type of `raw` (default application/octet-stream). */

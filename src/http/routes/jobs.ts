@@ -71,7 +71,8 @@ export const routes: Route[] = [
     errors: ['JOB_NOT_FOUND'],
     schema: { params: JobParams, response: { 200: Job } },
     async handler (ctx) {
-      return { body: await ownJob(ctx, ctx.params.id) }
+      // Views are replaced, never changed, when a job moves: polled ones are serialised once.
+      return { body: await ownJob(ctx, ctx.params.id), immutable: true }
     },
   },
   {

@@ -32,7 +32,7 @@ export function tierOf (a: Pick<AccountFlags, 'enterprise' | 'hasPurchased'>): E
   return a.enterprise ? 'enterprise' : a.hasPurchased ? 'pro' : 'free'
 }
 
-interface Cached<T> { v: T; at: number }
+interface Cached<T> { v: T; at: number; reloading?: boolean }
 
 /**
  * Resolves credentials (SPEC.md section 5) with a read-through cache: a hot key costs one
@@ -62,10 +62,33 @@ export class Authenticator {
     if (broadcast) this.onInvalidate?.('account', String(id))
   }
 
+  /**
+   * A hot entry is reloaded in the background once it is half its life old, so requests never
+   * wait for PostgreSQL on it, and no entry older than `ttlMs` is ever used. The reload is
+   * dropped if the entry was invalidated or replaced meanwhile (it may predate that change).
+   */
+  private fresh<K, V> (map: Map<K, Cached<V>>, k: K, c: Cached<V> | undefined, now: number, load: () => Promise<V>): boolean {
+    if (!c || now - c.at >= this.ttlMs) return false
+    if (now - c.at >= this.ttlMs / 2 && !c.reloading) {
+      c.reloading = true
+      load().then((v) => { if (map.get(k) === c && v !== null) map.set(k, { v, at: now }) }, () => {}).finally(() => { c.reloading = false })
+    }
+    return true
+  }
+
   async account (id: number): Promise<AccountFlags | null> {
     const now = Date.now()
     const c = this.accounts.get(id)
-    if (c && now - c.at < this.ttlMs) return c.v
+    if (this.fresh(this.accounts, id, c, now, () => this.loadAccount(id))) return c!.v
+    const v = await this.loadAccount(id)
+    // A miss is not cached: the id may be created a moment later (signup, operator), and only a
+    // correctly signed session can ask for an id without an account behind it.
+    if (v !== null) this.accounts.set(id, { v, at: now })
+    else this.accounts.delete(id)
+    return v
+  }
+
+  private async loadAccount (id: number): Promise<AccountFlags | null> {
     const row = await findAccountById(this.sql, id)
     const v: AccountFlags | null = row
       ? {
@@ -79,23 +102,23 @@ export class Authenticator {
           passwordChangedAtMs: row.password_changed_at ? row.password_changed_at.getTime() : null,
         }
       : null
-    // A miss is not cached: the id may be created a moment later (signup, operator), and only a
-    // correctly signed session can ask for an id without an account behind it.
-    if (v !== null) this.accounts.set(id, { v, at: now })
-    else this.accounts.delete(id)
     return v
   }
 
   private async key (hash: string): Promise<KeyRecord | null> {
     const now = Date.now()
     const c = this.keys.get(hash)
-    if (c && now - c.at < this.ttlMs) return c.v
-    const row = await findKeyByHash(this.sql, hash)
-    const v: KeyRecord | null = row
-      ? { id: row.id, accountId: row.account_id, scopes: row.scopes as Scope[], expiresAt: row.expires_at ? row.expires_at.getTime() : null, revoked: row.revoked_at !== null }
-      : null
+    if (this.fresh(this.keys, hash, c, now, () => this.loadKey(hash))) return c!.v
+    const v = await this.loadKey(hash)
     this.keys.set(hash, { v, at: now })
     return v
+  }
+
+  private async loadKey (hash: string): Promise<KeyRecord | null> {
+    const row = await findKeyByHash(this.sql, hash)
+    return row
+      ? { id: row.id, accountId: row.account_id, scopes: row.scopes as Scope[], expiresAt: row.expires_at ? row.expires_at.getTime() : null, revoked: row.revoked_at !== null }
+      : null
   }
 
   /** Operator token check, constant time (DESIGN.md section 7). */

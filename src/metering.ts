@@ -33,12 +33,15 @@ export class Metering {
 
   record (row: MeterRow): void {
     this.buf.push(row)
-    if (this.buf.length >= 5000) void this.flush()
+    if (this.buf.length >= 5000 && this.flushing === null) void this.flush()
   }
 
-  /** Writes what is buffered; concurrent callers share the flush in progress. */
+  /**
+   * Writes everything recorded before the call: a flush in progress took its rows earlier, so
+   * it is waited for and the rest written after it; concurrent callers share each flush.
+   */
   async flush (): Promise<void> {
-    if (this.flushing) return this.flushing
+    while (this.flushing) await this.flushing
     if (this.buf.length === 0 && this.lastUsed.size === 0) return
     const rows = this.buf
     this.buf = []
@@ -47,9 +50,11 @@ export class Metering {
     this.flushing = (async () => {
       // Two independent writes, each retried on its own: a failed touch must not re-insert
       // rows that were already written (double metering), nor a failed batch lose key uses.
+      let written = true
       try {
         await writeMeterBatch(this.sql, rows)
       } catch (err) {
+        written = false
         this.log.warn({ err: String(err), rows: rows.length }, 'metering flush failed; will retry')
         this.buf = rows.concat(this.buf)
         if (this.buf.length > MAX_BUFFER) {
@@ -64,6 +69,9 @@ export class Metering {
         for (const [id, at] of used) if ((this.lastUsed.get(id) ?? 0) < at) this.lastUsed.set(id, at)
       }
       this.flushing = null
+      // Rows that piled up meanwhile (a busy second) go at once, not at the next tick; after a
+      // failure the timer paces the retries.
+      if (written && this.buf.length >= 5000) void this.flush()
     })()
     return this.flushing
   }

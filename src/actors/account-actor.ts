@@ -2,7 +2,7 @@ import { ApiError } from '../errors.js'
 import { applyCredit, loadAccountView, recordPurchase } from '../db/accounts.js'
 import type { Sql } from '../db/connect.js'
 import {
-  activeCountsByKey, findBatch, LEASE_MS, findJobByIdempotencyKey, finishJob, getJob, insertBatch, insertImage, insertJob,
+  activeCountsByKey, chargeAndInsertJob, findBatch, LEASE_MS, findJobByIdempotencyKey, finishJob, getJob, insertBatch, insertImage,
   insertVideo, setFreeVideosUsed, updateJobProgress, videoIdOfJob,
 } from '../db/jobs.js'
 import { newJobId } from '../jobs/id.js'
@@ -355,9 +355,9 @@ export class AccountActor implements JobHost {
 
     try {
       await this.deps.commit.run(async (tx) => {
-        const b = await applyCredit(tx, this.id, -spec.credits, 'charge', id, `${spec.type} ${spec.model}`)
+        // Charge, ledger entry and job row in one statement; a null balance must abort (throw).
+        const b = await chargeAndInsertJob(tx, { ...row }, `${spec.type} ${spec.model}`)
         if (b === null) throw new ApiError('INSUFFICIENT_CREDITS', `This job costs ${spec.credits} credits; the balance does not cover it`)
-        await insertJob(tx, { ...row })
         if (trial) await setFreeVideosUsed(tx, this.id, 1)
         // A job born completed (synchronous voiceover) never reaches complete(): its
         // job.completed webhook rows are written here, in the same transaction (DESIGN.md 3).

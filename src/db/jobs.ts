@@ -5,17 +5,41 @@ import type { JobRow, JobStatus } from '../jobs/view.js'
 export type NewJob = Omit<JobRow, 'progress' | 'credits_refunded' | 'result_url' | 'error_message' | 'content_policy_violation' | 'updated_at' | 'completed_at'> &
   Partial<Pick<JobRow, 'progress' | 'result_url' | 'completed_at'>>
 
-export async function insertJob (tx: Q, j: NewJob): Promise<JobRow> {
-  const [row] = await tx<JobRow[]>`
-    INSERT INTO jobs (id, account_id, key_id, type, model, status, prompt, request, credits_charged, estimated_seconds,
+/** `(columns) VALUES (...)` of a new job row, shared by insertJob and chargeAndInsertJob. */
+function jobColumnsValues (tx: Q, j: NewJob) {
+  return tx`(id, account_id, key_id, type, model, status, prompt, request, credits_charged, estimated_seconds,
       provider, provider_job_id, idempotency_key, request_hash, source_job_id, free_trial, deadline_at, created_at, updated_at,
       progress, result_url, completed_at, owner, lease_until)
     VALUES (${j.id}, ${j.account_id}, ${j.key_id}, ${j.type}, ${j.model}, ${j.status}, ${j.prompt}, ${tx.json(j.request as any)},
       ${j.credits_charged}, ${j.estimated_seconds}, ${j.provider}, ${j.provider_job_id}, ${j.idempotency_key}, ${j.request_hash},
       ${j.source_job_id}, ${j.free_trial}, ${j.deadline_at}, ${j.created_at}, ${j.created_at},
-      ${j.progress ?? 0}, ${j.result_url ?? null}, ${j.completed_at ?? null}, ${j.owner ?? null}, ${j.lease_until ?? null})
-    RETURNING *`
+      ${j.progress ?? 0}, ${j.result_url ?? null}, ${j.completed_at ?? null}, ${j.owner ?? null}, ${j.lease_until ?? null})`
+}
+
+export async function insertJob (tx: Q, j: NewJob): Promise<JobRow> {
+  const [row] = await tx<JobRow[]>`INSERT INTO jobs ${jobColumnsValues(tx, j)} RETURNING *`
   return row
+}
+
+/**
+ * A creation's durable writes in ONE statement (DESIGN.md 3): the conditional charge
+ * (`credits >= price`, the multi-node guard), its `charge` ledger entry and the job row. Returns
+ * the new balance, or null when the balance did not cover the price: the entry and the job
+ * were written all the same, so the caller MUST then fail its transaction (throwing inside
+ * group-commit work rolls it back). One statement instead of three: per-statement work in
+ * postgres.js and PostgreSQL was most of a creation's cost (bench/job-create).
+ */
+export async function chargeAndInsertJob (tx: Q, j: NewJob, note: string): Promise<number | null> {
+  const [row] = await tx<{ credits: number | null }[]>`
+    WITH charged AS (
+      UPDATE accounts SET credits = credits - ${j.credits_charged}, updated_at = now()
+      WHERE id = ${j.account_id} AND credits >= ${j.credits_charged} RETURNING credits
+    ), entry AS (
+      INSERT INTO credit_entries (account_id, delta, kind, job_id, note) VALUES (${j.account_id}, ${-j.credits_charged}, 'charge', ${j.id}, ${note})
+    )
+    INSERT INTO jobs ${jobColumnsValues(tx, j)}
+    RETURNING (SELECT credits FROM charged) AS credits`
+  return row.credits ?? null
 }
 
 /** Non-terminal progress: status, progress and the provider's id. */

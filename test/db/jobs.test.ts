@@ -1,0 +1,41 @@
+// chargeAndInsertJob (src/db/jobs.ts): a creation's charge, ledger entry and job row in one
+// statement, against a real PostgreSQL.
+import t from 'tap'
+import { connect } from '../../src/db/connect.js'
+import { chargeAndInsertJob, type NewJob } from '../../src/db/jobs.js'
+import { migrate } from '../../src/db/migrate.js'
+import { freshDatabase } from '../helpers/db.js'
+
+const sql = connect(await freshDatabase(t), { max: 2 })
+t.teardown(() => sql.end({ timeout: 5 }))
+await migrate(sql)
+const [{ id: accountId }] = await sql<{ id: number }[]>`INSERT INTO accounts (email, password_hash, credits) VALUES ('db-jobs@example.com', 'x', 25) RETURNING id`
+await sql`INSERT INTO credit_entries (account_id, delta, kind) VALUES (${accountId}, 25, 'grant')`
+
+const job = (id: string, credits: number): NewJob => ({
+  id, account_id: accountId, key_id: null, type: 'image', model: 'nano-banana', status: 'submitted', prompt: 'p', request: { model: 'nano-banana', prompt: 'p' },
+  credits_charged: credits, estimated_seconds: 15, provider: 'simulated', provider_job_id: 'sim_1', idempotency_key: null, request_hash: null,
+  source_job_id: null, free_trial: false, deadline_at: new Date(Date.now() + 600_000), created_at: new Date(),
+} as NewJob)
+const state = async () => (await sql<{ credits: number; entries: number; sum: number; jobs: number }[]>`
+  SELECT (SELECT credits FROM accounts WHERE id = ${accountId}) AS credits,
+    (SELECT count(*)::int FROM credit_entries WHERE account_id = ${accountId}) AS entries,
+    (SELECT sum(delta)::int FROM credit_entries WHERE account_id = ${accountId}) AS sum,
+    (SELECT count(*)::int FROM jobs WHERE account_id = ${accountId}) AS jobs`)[0]
+
+t.test('a covered price: balance, one charge entry and the job, the new balance returned', async (t) => {
+  t.equal(await sql.begin(tx => chargeAndInsertJob(tx, job('job_dbtest_1', 10), 'image nano-banana')), 15)
+  t.same(await state(), { credits: 15, entries: 2, sum: 15, jobs: 1 })
+  const [e] = await sql`SELECT delta, kind, job_id, note FROM credit_entries WHERE job_id = 'job_dbtest_1'`
+  t.same({ ...e }, { delta: -10, kind: 'charge', job_id: 'job_dbtest_1', note: 'image nano-banana' })
+})
+
+t.test('an uncovered price returns null; the caller aborting the transaction leaves nothing behind', async (t) => {
+  let seen: number | null | undefined
+  await t.rejects(sql.begin(async (tx) => {
+    seen = await chargeAndInsertJob(tx, job('job_dbtest_2', 20), 'image nano-banana')
+    if (seen === null) throw new Error('abort')
+  }))
+  t.equal(seen, null)
+  t.same(await state(), { credits: 15, entries: 2, sum: 15, jobs: 1 }, 'no entry, no job, balance unchanged')
+})

@@ -120,9 +120,16 @@ export class SseHub {
   }
 
   private write (s: Stream, text: string, done: boolean): void {
+    if (done) {
+      // The last frames and the end of the response in one cork: one send per stream, which
+      // matters when one job change fans out to thousands of streams.
+      s.closed = true
+      s.res.cork(() => s.res.end(text))
+      this.forget(s)
+      return
+    }
     let ok = true
     s.res.cork(() => { ok = s.res.write(text) })
-    if (done) { this.end(s); return }
     if (!ok) {
       s.blocked = true
       s.res.onWritable(() => {

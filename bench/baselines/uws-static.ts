@@ -1,0 +1,20 @@
+/**
+ * Baseline for `models`: bare uWebSockets.js answering GET /v1/models with the service's own
+ * body bytes (fetched once from the service; BODY_FILE) and nothing else: no routing table,
+ * no request id, no metering. The floor the service's front end is compared with.
+ */
+import { readFileSync } from 'node:fs'
+import uWS from 'uWebSockets.js'
+
+const body = readFileSync(process.env.BODY_FILE!)
+const contentType = process.env.CONTENT_TYPE ?? 'application/json; charset=utf-8'
+const app = uWS.App()
+app.get('/v1/models', (res) => {
+  res.cork(() => { res.writeHeader('Content-Type', contentType).end(body) })
+})
+app.any('/*', (res) => { res.writeStatus('404 Not Found').end() })
+app.listen('127.0.0.1', Number(process.env.PORT), (sock) => {
+  if (!sock) { process.stderr.write('uws-static: listen failed\n'); process.exit(1) }
+  process.on('SIGTERM', () => { uWS.us_listen_socket_close(sock); process.exit(0) })
+  process.send!({ type: 'ready' })
+})

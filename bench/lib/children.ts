@@ -1,0 +1,155 @@
+/**
+ * Child processes of a benchmark run: the service itself (`node dist/src/main.js`, as
+ * `npm start` runs it after the build) and each baseline, every one in its own process so its
+ * CPU and memory are measured alone. Children inherit this process's file-descriptor limit
+ * (bench/run.ts raises it first).
+ */
+import { fork, spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+/** dist/ (this file is dist/bench/lib/children.js once built). */
+export const DIST = fileURLToPath(new URL('../../', import.meta.url))
+
+export function freePort (): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer()
+    s.unref()
+    s.on('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+function exited (child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve()
+  return new Promise(resolve => child.once('exit', () => resolve()))
+}
+
+async function terminate (child: ChildProcess, graceMs: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return
+  child.kill('SIGTERM')
+  const t = setTimeout(() => child.kill('SIGKILL'), graceMs)
+  await exited(child)
+  clearTimeout(t)
+}
+
+export interface ServiceProcess {
+  pid: number
+  url: string
+  port: number
+  adminToken: string
+  databaseUrl: string
+  /** SIGTERM (the service drains and exits 0), then removes its DATA_DIR. */
+  stop (): Promise<number | null>
+  /** Output seen so far: pino warnings and errors (LOG_LEVEL=warn) and anything on stderr. */
+  stderr (): string
+}
+
+export interface ServiceOptions {
+  databaseUrl: string
+  env: Record<string, string>
+  /** Extra node flags, e.g. --cpu-prof (BENCH_NODE_FLAGS). */
+  nodeFlags?: string[]
+}
+
+/** Starts `node dist/src/main.js` with its own DATA_DIR and waits for GET /v1/health = 200. */
+export async function startService (o: ServiceOptions): Promise<ServiceProcess> {
+  const port = await freePort()
+  const dataDir = mkdtempSync(join(tmpdir(), 'genjobs-bench-'))
+  const adminToken = randomBytes(24).toString('hex')
+  const env: Record<string, string> = {
+    ...process.env as Record<string, string>,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
+    DATABASE_URL: o.databaseUrl,
+    ADMIN_TOKEN: adminToken,
+    JWT_SECRET: randomBytes(32).toString('hex'),
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'warn',
+    ...o.env,
+  }
+  const child = spawn(process.execPath, [...(o.nodeFlags ?? []), join(DIST, 'src/main.js')], { env, cwd: dataDir, stdio: ['ignore', 'pipe', 'pipe'] })
+  // pino logs (warn and above) go to stdout; crashes to stderr. Both kept, the start line dropped.
+  let err = ''
+  const keep = (d: string) => { if (err.length < 200_000) err += d.split('\n').filter(l => !l.startsWith('genjobs listening on')).join('\n') }
+  child.stdout!.setEncoding('utf8')
+  child.stdout!.on('data', keep)
+  child.stderr!.setEncoding('utf8')
+  child.stderr!.on('data', keep)
+  const url = `http://127.0.0.1:${port}`
+  const deadline = Date.now() + 60_000
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`service exited with ${child.exitCode} during start:\n${err.slice(-4000)}`)
+    try {
+      const r = await fetch(`${url}/v1/health`)
+      if (r.status === 200) break
+    } catch {}
+    if (Date.now() > deadline) { await terminate(child, 2000); throw new Error(`service did not become healthy in 60 s:\n${err.slice(-4000)}`) }
+    await new Promise(resolve => setTimeout(resolve, 100))
+  }
+  return {
+    pid: child.pid!,
+    url,
+    port,
+    adminToken,
+    databaseUrl: o.databaseUrl,
+    stderr: () => err,
+    async stop () {
+      await terminate(child, 35_000)
+      rmSync(dataDir, { recursive: true, force: true })
+      return child.exitCode
+    },
+  }
+}
+
+export interface BaselineProcess {
+  name: string
+  pid: number
+  port: number
+  /** Sends a command over IPC and waits for the answer with the same `id`. */
+  ask<T = Record<string, unknown>> (msg: Record<string, unknown>): Promise<T>
+  stop (): Promise<void>
+}
+
+/**
+ * Forks dist/bench/<script>.js; the child answers `{type: 'ready', port}` over IPC once it
+ * listens, and may answer further commands (`{id, ...}` -> `{id, ...}`).
+ */
+export async function startBaseline (name: string, script: string, env: Record<string, string> = {}): Promise<BaselineProcess> {
+  const port = await freePort()
+  const child = fork(join(DIST, 'bench', script), [], {
+    env: { ...process.env as Record<string, string>, PORT: String(port), ...env },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    execArgv: [],
+  })
+  const waiting = new Map<number, (v: any) => void>()
+  let next = 1
+  const ready = new Promise<void>((resolve, reject) => {
+    child.on('message', (m: any) => {
+      if (m?.type === 'ready') { resolve(); return }
+      const w = waiting.get(m?.id)
+      if (w) { waiting.delete(m.id); w(m) }
+    })
+    child.once('exit', (code) => reject(new Error(`baseline ${name} exited with ${code} before it was ready`)))
+  })
+  await ready
+  return {
+    name,
+    pid: child.pid!,
+    port,
+    ask: (msg) => new Promise((resolve) => {
+      const id = next++
+      waiting.set(id, resolve)
+      child.send({ ...msg, id })
+    }),
+    stop: () => terminate(child, 5000),
+  }
+}

@@ -1,0 +1,273 @@
+/**
+ * `npm run bench -- [scenario...] [--rounds N] [--duration S] [--connections C] [--streams N]
+ * [--webhook-jobs N]`
+ *
+ * For each scenario: a fresh database on DATABASE_URL's server (default
+ * postgres://postgres@127.0.0.1:5432/postgres), the service started on it as a child process
+ * with LOG_LEVEL=warn and every tier limit raised, accounts seeded through the operator API,
+ * the baselines started as their own processes, every side warmed up, then the sides measured
+ * in alternation (A B A B ...) for N rounds; medians are compared with issue 7's targets.
+ * Prints a table and writes bench/results/<timestamp>.json (machine, commit, every raw figure).
+ * BENCH_NODE_FLAGS adds node flags to the service (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
+ */
+import { execFileSync, spawnSync } from 'node:child_process'
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { DIST } from './lib/children.js'
+import type { Metrics } from './lib/load.js'
+import { fdLimits, loadAvg, machine } from './lib/proc.js'
+import { median, sleep, type BenchOptions, type Check, type Prepared, type Scenario, type Target } from './lib/scenario.js'
+import { DEFAULT_DATABASE_URL } from './lib/seed.js'
+import { scenario as models } from './models.js'
+import { scenario as jobGet } from './job-get.js'
+import { scenario as jobCreate } from './job-create.js'
+import { scenario as jobCreateHot } from './job-create-hot.js'
+import { scenario as sseHold } from './sse-hold.js'
+import { scenario as sseFanout } from './sse-fanout.js'
+import { scenario as webhooks } from './webhooks.js'
+
+const ALL: Scenario[] = [models, jobGet, jobCreate, jobCreateHot, sseHold, sseFanout, webhooks]
+const ROOT = join(DIST, '..')
+
+function parseArgs (argv: string[]): { names: string[]; opts: Omit<BenchOptions, 'log'> } {
+  const opts = { rounds: 3, duration: 5, connections: 100, streams: 10_000, webhookJobs: 5000, databaseUrl: process.env.DATABASE_URL || DEFAULT_DATABASE_URL, nodeFlags: (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean) }
+  const names: string[] = []
+  const num = (flag: string, v: string | undefined, min: number) => {
+    const n = Number(v)
+    if (!Number.isFinite(n) || n < min) throw new Error(`${flag} needs a number >= ${min}`)
+    return n
+  }
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]
+    switch (a) {
+      case '--rounds': opts.rounds = num(a, argv[++i], 1); break
+      case '--duration': opts.duration = num(a, argv[++i], 1); break
+      case '--connections': opts.connections = num(a, argv[++i], 1); break
+      case '--streams': opts.streams = num(a, argv[++i], 10); break
+      case '--webhook-jobs': opts.webhookJobs = num(a, argv[++i], 10); break
+      case '-h': case '--help':
+        process.stdout.write(`usage: npm run bench -- [${ALL.map(s => s.name).join('|')} ...] [--rounds N] [--duration S] [--connections C] [--streams N] [--webhook-jobs N]\n`)
+        process.exit(0)
+        break
+      default:
+        if (a.startsWith('-')) throw new Error(`unknown option ${a}`)
+        if (!ALL.some(s => s.name === a)) throw new Error(`unknown scenario ${a}; known: ${ALL.map(s => s.name).join(', ')}`)
+        names.push(a)
+    }
+  }
+  return { names: names.length ? names : ALL.map(s => s.name), opts }
+}
+
+/**
+ * SSE scenarios hold N sockets in this process and N in the server: make sure the soft
+ * RLIMIT_NOFILE allows it, re-executing under `ulimit -n` when only the hard limit does.
+ */
+function ensureFds (streams: number): number {
+  const need = streams + 2048
+  const { soft, hard } = fdLimits()
+  if (soft >= need) return streams
+  if (hard >= need && !process.env.BENCH_FD_RAISED) {
+    const r = spawnSync('sh', ['-c', `ulimit -n ${hard} && exec "$0" "$@"`, process.execPath, ...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env: { ...process.env, BENCH_FD_RAISED: '1' } })
+    process.exit(r.status ?? 1)
+  }
+  const capped = Math.max(100, Math.min(streams, soft - 2048))
+  process.stderr.write(`note: open-file limit ${soft} (hard ${hard}) allows ${capped} SSE streams, not ${streams}; raise it with \`ulimit -n ${need}\`\n`)
+  return capped
+}
+
+interface ScenarioResult {
+  name: string
+  title: string
+  skipped?: string
+  error?: string
+  seconds: number
+  sides?: Array<{ name: string; role: string }>
+  rounds?: Record<string, Metrics[]>
+  medians?: Record<string, Metrics>
+  targets?: Array<Target & { service: number; baselineValue: number | null; ratio: number | null; met: boolean }>
+  checks?: Check[]
+  show?: string[]
+  notes?: string[]
+  raw?: Record<string, unknown>
+}
+
+async function runScenario (s: Scenario, o: BenchOptions): Promise<ScenarioResult> {
+  const t0 = Date.now()
+  const out: ScenarioResult = { name: s.name, title: s.title, seconds: 0 }
+  let prepared: Prepared | null = null
+  try {
+    o.log(`[${s.name}] preparing`)
+    const p = await s.prepare(o)
+    if ('skip' in p) { out.skipped = p.skip; o.log(`[${s.name}] skipped: ${p.skip}`); return out }
+    prepared = p
+    out.sides = p.sides.map(x => ({ name: x.name, role: x.role }))
+    for (const side of p.sides) {
+      if (side.warmup) { o.log(`[${s.name}] warming up ${side.name}`); await side.warmup(); await sleep(300) }
+    }
+    const rounds: Record<string, Metrics[]> = Object.fromEntries(p.sides.map(x => [x.name, []]))
+    for (let r = 0; r < o.rounds; r++) {
+      for (const side of p.sides) {
+        const m = await side.measure(r)
+        rounds[side.name].push(m)
+        o.log(`[${s.name}] round ${r + 1}/${o.rounds} ${side.name}: ${summary(m)}`)
+        await sleep(300)
+      }
+    }
+    out.rounds = rounds
+    out.medians = Object.fromEntries(Object.entries(rounds).map(([name, ms]) => {
+      const keys = new Set(ms.flatMap(m => Object.keys(m)))
+      return [name, Object.fromEntries([...keys].map(k => [k, median(ms.map(m => m[k]))]))]
+    }))
+    const svcName = p.sides.find(x => x.role === 'service')!.name
+    out.targets = p.targets.map(t => {
+      const service = out.medians![svcName][t.metric]
+      const baselineValue = t.baseline ? out.medians![t.baseline][t.metric] : null
+      const ratio = baselineValue !== null ? service / baselineValue : null
+      const v = t.kind === 'ratio' ? ratio! : service
+      const met = Number.isFinite(v) && (t.op === '<=' ? v <= t.value : v >= t.value)
+      return { ...t, service, baselineValue, ratio, met }
+    })
+    out.show = p.show
+    out.notes = p.notes
+    if (p.after) {
+      const a = await p.after()
+      out.checks = a.checks
+      out.raw = a.raw
+    }
+  } catch (err) {
+    out.error = (err as Error).stack ?? String(err)
+    o.log(`[${s.name}] FAILED: ${out.error}`)
+  } finally {
+    if (prepared) await prepared.close().catch((err) => o.log(`[${s.name}] cleanup failed: ${err}`))
+    out.seconds = Math.round((Date.now() - t0) / 100) / 10
+    o.log(`[${s.name}] done in ${out.seconds} s`)
+  }
+  return out
+}
+
+function summary (m: Metrics): string {
+  return Object.entries(m).filter(([k]) => !['cpu_ms', 'pg_cpu_ms'].includes(k)).map(([k, v]) => `${k}=${fmt(v)}`).join(' ')
+}
+
+export function fmt (v: number | null | undefined): string {
+  if (v === null || v === undefined || Number.isNaN(v)) return '-'
+  if (Number.isInteger(v)) return String(v)
+  const a = Math.abs(v)
+  if (a >= 1000) return Math.round(v).toString()
+  if (a >= 100) return v.toFixed(0)
+  if (a >= 10) return v.toFixed(1)
+  if (a >= 1) return v.toFixed(2)
+  return v.toFixed(3)
+}
+
+const LABELS: Record<string, string> = {
+  rps: 'req/s',
+  p50_ms: 'latency p50 (ms)',
+  p99_ms: 'latency p99 (ms)',
+  cpu_us_per_req: 'CPU/request (µs)',
+  main_thread_cpu_us_per_req: 'main-thread CPU/request (µs)',
+  pg_cpu_us_per_req: 'PostgreSQL CPU/request (µs)',
+  total_cpu_us_per_req: 'process+PG CPU/request (µs)',
+  errors: 'errors',
+  non2xx: 'non-2xx',
+  timeouts: 'timeouts',
+  rss_per_stream_b: 'RSS growth/stream, settled (bytes)',
+  rss_per_stream_2s_b: 'RSS growth/stream after 2 s (bytes)',
+  cpu_us_per_stream: 'CPU/stream opened (µs)',
+  open_ms: 'time to open all streams (ms)',
+  streams: 'streams held',
+  delivery_p50_ms: 'delivery p50 (ms)',
+  delivery_p99_ms: 'delivery p99 (ms)',
+  delivery_max_ms: 'delivery max (ms)',
+  delivered: 'streams that saw done',
+  per_s: 'deliveries/s',
+  duplicates: 'duplicates',
+  lost: 'lost',
+  cpu_us_per_delivery: 'CPU/delivery (µs)',
+  pg_cpu_us_per_delivery: 'PostgreSQL CPU/delivery (µs)',
+  cpu_us_per_stream_event: 'CPU per stream event (µs)',
+  pg_commits_per_req: 'PG commits/request (approx.)',
+  rss_before_mb: 'RSS before (MB)',
+  rss_after_mb: 'RSS with streams (MB)',
+  failed: 'streams failed',
+  trigger_ms: 'trigger answered after (ms)',
+  deliveries: 'deliveries received',
+  drained: 'backlog drained after release',
+  drain_ms: 'drain time (ms)',
+  fill_ms: 'create+complete time (ms)',
+}
+
+export function table (results: ScenarioResult[]): string {
+  const rows: string[][] = [['scenario', 'metric', 'service', 'baseline', 'ratio', 'target', 'met?']]
+  for (const r of results) {
+    if (r.skipped) { rows.push([r.name, 'skipped', r.skipped, '', '', '', '']); continue }
+    if (r.error) { rows.push([r.name, 'error', r.error.split('\n')[0].slice(0, 80), '', '', '', '']); continue }
+    const svc = r.sides!.find(s => s.role === 'service')!.name
+    const baselines = r.sides!.filter(s => s.role === 'baseline').map(s => s.name)
+    for (const t of r.targets ?? []) {
+      const target = t.kind === 'ratio' ? `ratio ${t.op} ${t.value}` : `${t.op} ${t.value}`
+      rows.push([r.name, LABELS[t.metric] ?? t.metric, fmt(t.service), t.baseline ? `${fmt(t.baselineValue)} (${t.baseline})` : '', t.ratio !== null ? fmt(t.ratio) : '', target, t.met ? 'yes' : 'NO'])
+    }
+    for (const k of r.show ?? []) {
+      if ((r.targets ?? []).some(t => t.metric === k && t.kind === 'ratio')) continue
+      const sv = r.medians![svc][k]
+      if (baselines.length === 0) rows.push([r.name, LABELS[k] ?? k, fmt(sv), '', '', '', ''])
+      for (const b of baselines) {
+        const bv = r.medians![b][k]
+        if (bv === undefined) { rows.push([r.name, LABELS[k] ?? k, fmt(sv), '', '', '', '']); continue }
+        rows.push([r.name, LABELS[k] ?? k, fmt(sv), `${fmt(bv)} (${b})`, bv ? fmt(sv / bv) : '-', '', ''])
+      }
+    }
+    for (const c of r.checks ?? []) rows.push([r.name, c.metric, String(c.value), '', '', c.target, c.met ? 'yes' : 'NO'])
+  }
+  const w = rows[0].map((_, i) => Math.max(...rows.map(r => r[i].length)))
+  const line = (r: string[]) => '| ' + r.map((c, i) => c.padEnd(w[i])).join(' | ') + ' |'
+  return [line(rows[0]), '|' + w.map(n => '-'.repeat(n + 2)).join('|') + '|', ...rows.slice(1).map(line)].join('\n')
+}
+
+function git (args: string[]): string {
+  try { return execFileSync('git', args, { cwd: ROOT, encoding: 'utf8' }).trim() } catch { return '' }
+}
+
+async function main (): Promise<void> {
+  const { names, opts } = parseArgs(process.argv.slice(2))
+  const needsStreams = names.some(n => n.startsWith('sse-'))
+  const streams = needsStreams ? ensureFds(opts.streams) : opts.streams
+  const o: BenchOptions = { ...opts, streams, log: (m) => process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${m}\n`) }
+  const started = new Date()
+  const host = machine()
+  let pgVersion = ''
+  try {
+    const a = postgres(o.databaseUrl, { max: 1, onnotice: () => {} })
+    pgVersion = (await a`SELECT version()`)[0].version
+    await a.end()
+  } catch (err) { throw new Error(`cannot reach PostgreSQL at ${o.databaseUrl}: ${err}`) }
+  const fd = fdLimits()
+  o.log(`bench: ${names.join(', ')}; ${o.rounds} rounds, ${o.duration} s runs, ${o.connections} connections, ${o.streams} SSE streams; open-file limit ${fd.soft}`)
+  const results: ScenarioResult[] = []
+  for (const name of names) results.push(await runScenario(ALL.find(s => s.name === name)!, o))
+  const finished = new Date()
+  const t = table(results)
+  process.stdout.write('\n' + t + '\n')
+  for (const r of results) for (const n of r.notes ?? []) process.stdout.write(`- ${r.name}: ${n}\n`)
+  const doc = {
+    started: started.toISOString(),
+    finished: finished.toISOString(),
+    seconds: Math.round((finished.getTime() - started.getTime()) / 1000),
+    machine: { ...host, loadAvgAtEnd: loadAvg() },
+    postgres: pgVersion,
+    git: { commit: git(['rev-parse', 'HEAD']), dirty: git(['status', '--porcelain']).split('\n').filter(Boolean).length > 0 },
+    options: { ...opts, streams: o.streams },
+    table: t,
+    scenarios: results,
+  }
+  const dir = join(ROOT, 'bench', 'results')
+  mkdirSync(dir, { recursive: true })
+  const file = join(dir, `${started.toISOString().replace(/[:.]/g, '-')}.json`)
+  writeFileSync(file, JSON.stringify(doc, null, 2) + '\n')
+  process.stdout.write(`\n${doc.seconds} s in all; results in ${file}\n`)
+  if (results.some(r => r.error)) process.exitCode = 1
+}
+
+main().catch((err) => { process.stderr.write(`${err?.stack ?? err}\n`); process.exit(1) })

@@ -37,7 +37,7 @@ export const scenario: Scenario = {
       ],
       targets: [{ metric: 'cpu_us_per_req', kind: 'ratio', baseline: uws.name, op: '<=', value: 1.3 }],
       show: ['rps', 'p50_ms', 'p99_ms', 'cpu_us_per_req', 'main_thread_cpu_us_per_req', 'errors', 'non2xx'],
-      notes: [`body ${body.length} bytes; the service also writes X-Request-Id, ETag, Vary, Cache-Control and X-RateLimit-free headers and meters every request`],
+      notes: [`body ${body.length} bytes; the service also writes X-Request-Id, CORS, ETag, Vary and Cache-Control headers and meters every request (a public route: no key, no rate window)`],
       close: async () => { await uws.stop(); await fastify.stop(); await stack.close(); rmSync(dir, { recursive: true, force: true }) },
     }
   },

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { etagOf } from '../../catalog/index.js'
 import { Type } from '@sinclair/typebox'
 import type { Route } from '../route.js'
 import type { Services } from '../../services.js'
@@ -75,20 +75,16 @@ export function systemRoutes (openapi: () => unknown): Route[] {
       responseContent: { 200: { 'application/json': { schema: { type: 'object', required: ['openapi', 'info', 'paths', 'x-error-codes'], description: 'This OpenAPI 3.1 document' } } } },
       handler () {
         const doc = openapi() as object
-        return { body: doc, etag: etagOf(doc), headers: { 'Cache-Control': 'public, max-age=300' } }
+        return { body: doc, etag: docEtag(doc), headers: { 'Cache-Control': 'public, max-age=300' } }
       },
     },
   ]
 }
 
+/** The document is built once (frozen), so its tag is computed once, with the catalogue's etagOf. */
 const etags = new WeakMap<object, string>()
-function etagOf (doc: object): string {
+function docEtag (doc: object): string {
   let e = etags.get(doc)
-  if (!e) {
-    e = `"${createHashHex(JSON.stringify(doc)).slice(0, 27)}"`
-    etags.set(doc, e)
-  }
+  if (!e) { e = etagOf(doc); etags.set(doc, e) }
   return e
 }
-
-function createHashHex (s: string): string { return createHash('sha256').update(s).digest('base64url') }

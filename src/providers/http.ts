@@ -1,0 +1,154 @@
+/**
+ * The one HTTP client of the real provider adapters (issue 11, DESIGN.md section 5): JSON in
+ * and out over undici, a per-call timeout combined with the caller's signal, a cap on the
+ * answer's size, and the error mapping every adapter shares:
+ * - no answer (network error, reset, timeout, abort), 408, 429, 5xx -> UpstreamUnavailable
+ *   (indefinite; `retryAfterMs` from Retry-After, seconds or an HTTP date);
+ * - any other 4xx -> UpstreamRefused (definitive).
+ * Adapters read the status themselves where a non-2xx means something else (fal's result of a
+ * failed request), and call `raiseForStatus` otherwise.
+ */
+import { request, type Dispatcher } from 'undici'
+import { UpstreamRefused, UpstreamUnavailable } from './upstream.js'
+
+/** Transport settings an adapter takes in its constructor (tests pass a dispatcher or short timeouts). */
+export interface HttpSettings {
+  /** Per-request timeout in ms (default 15000). */
+  timeoutMs?: number
+  /** An undici dispatcher (default: the global one). */
+  dispatcher?: Dispatcher
+}
+
+export interface UpstreamResponse {
+  status: number
+  headers: Record<string, string>
+  /** The parsed JSON answer; null when the body was empty or not JSON. */
+  json: any
+  text: string
+}
+
+/** Answers larger than this are cut off and treated as unreadable (status and result JSON are small). */
+const MAX_BODY_BYTES = 4 * 1024 * 1024
+const DEFAULT_TIMEOUT_MS = 15_000
+
+/**
+ * One request. Resolves with any HTTP status; throws UpstreamUnavailable when there is no
+ * complete answer (network error, timeout, the caller's abort, an oversized body).
+ */
+export async function upstreamRequest (provider: string, method: 'GET' | 'POST' | 'PUT', url: string, opts: HttpSettings & {
+  headers?: Record<string, string>
+  json?: unknown
+  signal?: AbortSignal
+} = {}): Promise<UpstreamResponse> {
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
+  const timeout = AbortSignal.timeout(timeoutMs)
+  const signal = opts.signal ? AbortSignal.any([opts.signal, timeout]) : timeout
+  const headers: Record<string, string> = { accept: 'application/json', ...opts.headers }
+  let body: string | undefined
+  if (opts.json !== undefined) {
+    body = JSON.stringify(opts.json)
+    headers['content-type'] = 'application/json'
+  }
+  try {
+    const res = await request(url, { method, headers, body, signal, dispatcher: opts.dispatcher, headersTimeout: timeoutMs, bodyTimeout: timeoutMs })
+    const chunks: Buffer[] = []
+    let size = 0
+    for await (const chunk of res.body) {
+      size += chunk.length
+      if (size > MAX_BODY_BYTES) {
+        res.body.destroy()
+        throw new UpstreamUnavailable(`${provider}: answer larger than ${MAX_BODY_BYTES} bytes`, res.statusCode)
+      }
+      chunks.push(chunk)
+    }
+    const text = Buffer.concat(chunks).toString('utf8')
+    let json: any = null
+    if (text.length > 0) { try { json = JSON.parse(text) } catch { json = null } }
+    const flat: Record<string, string> = {}
+    for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) flat[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : String(v)
+    return { status: res.statusCode, headers: flat, json, text }
+  } catch (err) {
+    if (err instanceof UpstreamUnavailable) throw err
+    const why = timeout.aborted ? `no answer within ${timeoutMs} ms` : opts.signal?.aborted ? 'aborted' : (err as Error).message
+    throw new UpstreamUnavailable(`${provider}: ${method} ${safeUrl(url)}: ${why}`)
+  }
+}
+
+/** Throws the mapped error for a non-2xx answer; returns the answer otherwise. */
+export function raiseForStatus (provider: string, res: UpstreamResponse): UpstreamResponse {
+  if (res.status >= 200 && res.status < 300) return res
+  const detail = errorText(res)
+  if (res.status === 408 || res.status === 429 || res.status >= 500) {
+    throw new UpstreamUnavailable(`${provider}: HTTP ${res.status}${detail ? `: ${detail}` : ''}`, res.status, parseRetryAfter(res.headers['retry-after']))
+  }
+  throw new UpstreamRefused(`${provider}: HTTP ${res.status}${detail ? `: ${detail}` : ''}`, res.status)
+}
+
+/** Retry-After as ms: delta-seconds or an HTTP date (RFC 9110 10.2.3); null when absent or unreadable. */
+export function parseRetryAfter (value: string | undefined, nowMs = Date.now()): number | null {
+  if (value === undefined) return null
+  const v = value.trim()
+  if (/^\d+$/.test(v)) return Number(v) * 1000
+  const at = Date.parse(v)
+  if (Number.isNaN(at)) return null
+  return Math.max(0, at - nowMs)
+}
+
+/** A short human text from an error answer: `detail`, `message`, `msg`, `error` or the raw text. */
+export function errorText (res: UpstreamResponse): string {
+  const j = res.json
+  const pick = (v: unknown): string | null => {
+    if (typeof v === 'string') return v
+    if (Array.isArray(v)) return v.map(x => (x && typeof x === 'object' && 'msg' in x) ? String((x as any).msg) : JSON.stringify(x)).join('; ')
+    return null
+  }
+  if (j && typeof j === 'object') {
+    for (const k of ['detail', 'message', 'msg', 'error', 'title']) {
+      const s = pick(j[k])
+      if (s) return s.slice(0, 500)
+    }
+  }
+  return res.text.slice(0, 200)
+}
+
+/** The URL without credentials or query (for error messages that may be logged). */
+function safeUrl (url: string): string {
+  try { const u = new URL(url); return `${u.origin}${u.pathname}` } catch { return '<bad url>' }
+}
+
+/**
+ * Words providers use for a safety / content-policy refusal of a prompt or an output (fal
+ * `content_policy_violation`, Replicate E005 "flagged as sensitive", "NSFW"). Kept small on
+ * purpose: a false positive only changes the flag on an already failed job.
+ */
+const CONTENT_POLICY = /content[_ -]?polic|nsfw|flagged as sensitive|\bE005\b|safety (checker|filter|system)|moderation/i
+
+export function looksLikeContentPolicy (text: string | null | undefined): boolean {
+  return typeof text === 'string' && CONTENT_POLICY.test(text)
+}
+
+/** A progress percentage (0-100) from the last log line that has one ("45%", tqdm bars); undefined when none. */
+export function progressFromLogs (logs: string | null | undefined): number | undefined {
+  if (typeof logs !== 'string' || logs.length === 0) return undefined
+  const lines = logs.split(/\r?\n|\r/)
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const m = /(\d{1,3})%/.exec(lines[i])
+    if (m) { const p = Number(m[1]); if (p <= 100) return p }
+  }
+  return undefined
+}
+
+/** `base` without a trailing slash. */
+export function trimBase (base: string): string {
+  return base.replace(/\/+$/, '')
+}
+
+/**
+ * The error for a non-2xx answer to a status or result call. Such an answer is not a verdict on
+ * the job (the key may have rotated, a replica may not know the id yet): the caller keeps the job
+ * running, retries with backoff, and its deadline ends the job (issue 11, money rules).
+ */
+export function notAVerdict (what: string, res: UpstreamResponse): UpstreamUnavailable {
+  const detail = errorText(res)
+  return new UpstreamUnavailable(`${what}: HTTP ${res.status}${detail ? `: ${detail}` : ''}`, res.status, parseRetryAfter(res.headers['retry-after']))
+}

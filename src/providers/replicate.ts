@@ -1,0 +1,130 @@
+/**
+ * Replicate predictions API adapter (issue 11, DESIGN.md sections 5 and 7 "Providers").
+ * - submit: `POST {api}/v1/models/{owner}/{name}/predictions` for a model, or
+ *   `POST {api}/v1/predictions` with `version` when the route's model is a version (contains ':'
+ *   or is a 64-hex id); `Authorization: Bearer <REPLICATE_API_TOKEN>`; body
+ *   `{input, webhook, webhook_events_filter: ["completed"]}`.
+ * - status: `GET {api}/v1/predictions/{id}` (starting, processing, succeeded, failed, canceled;
+ *   `aborted` = ended before it started); `output` is a URL or an array of URLs.
+ * - cancel: `POST {api}/v1/predictions/{id}/cancel`.
+ * - callbacks: Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature) verified by
+ *   the `standardwebhooks` package with REPLICATE_WEBHOOK_SECRET (`whsec_...`), tolerance 300 s.
+ *   The body (the prediction) is signed, so it gives the state.
+ */
+import { Webhook } from 'standardwebhooks'
+import { looksLikeContentPolicy, notAVerdict, progressFromLogs, raiseForStatus, trimBase, upstreamRequest, type HttpSettings } from './http.js'
+import { UpstreamRefused, UpstreamUnavailable, type RawCallback, type UpstreamAdapter, type UpstreamHandle, type UpstreamRequest, type UpstreamState, type VerifiedCallback } from './upstream.js'
+
+export interface ReplicateConfig extends HttpSettings {
+  /** REPLICATE_API_TOKEN. */
+  token: string
+  /** REPLICATE_API_URL (default https://api.replicate.com). */
+  apiUrl?: string
+  /** REPLICATE_WEBHOOK_SECRET (`whsec_<base64>`); without it every callback is refused (polling still works). */
+  webhookSecret?: string
+}
+
+export class ReplicateAdapter implements UpstreamAdapter {
+  readonly name = 'replicate' as const
+  private readonly base: string
+  private readonly webhook: Webhook | null
+
+  constructor (private readonly cfg: ReplicateConfig) {
+    this.base = trimBase(cfg.apiUrl ?? 'https://api.replicate.com')
+    this.webhook = cfg.webhookSecret ? new Webhook(cfg.webhookSecret) : null
+  }
+
+  private get auth () { return { authorization: `Bearer ${this.cfg.token}` } }
+
+  async submit (req: UpstreamRequest, signal?: AbortSignal): Promise<UpstreamHandle> {
+    const body: Record<string, unknown> = { input: req.input }
+    if (req.callbackUrl) { body.webhook = req.callbackUrl; body.webhook_events_filter = ['completed'] }
+    const version = versionOf(req.model)
+    let url: string
+    if (version !== null) {
+      url = `${this.base}/v1/predictions`
+      body.version = version
+    } else {
+      const [owner, name, ...rest] = req.model.split('/')
+      if (!owner || !name || rest.length > 0) throw new UpstreamRefused(`replicate: model "${req.model}" is neither owner/name nor a version`)
+      url = `${this.base}/v1/models/${encodeURIComponent(owner)}/${encodeURIComponent(name)}/predictions`
+    }
+    const res = raiseForStatus('replicate', await upstreamRequest('replicate', 'POST', url, { ...this.cfg, headers: this.auth, json: body, signal }))
+    const id = res.json?.id
+    if (typeof id !== 'string' || id === '') throw new UpstreamUnavailable(`replicate: creation answered ${res.status} without an id`, res.status)
+    return { id, model: req.model }
+  }
+
+  async status (handle: UpstreamHandle, signal?: AbortSignal): Promise<UpstreamState> {
+    const res = await upstreamRequest('replicate', 'GET', `${this.base}/v1/predictions/${encodeURIComponent(handle.id)}`, { ...this.cfg, headers: this.auth, signal })
+    if (res.status < 200 || res.status >= 300) throw notAVerdict('replicate status', res)
+    return predictionState(res.json)
+  }
+
+  async cancel (handle: UpstreamHandle, signal?: AbortSignal): Promise<boolean> {
+    const res = await upstreamRequest('replicate', 'POST', `${this.base}/v1/predictions/${encodeURIComponent(handle.id)}/cancel`, { ...this.cfg, headers: this.auth, signal })
+    if (res.status >= 200 && res.status < 300) {
+      // Replicate answers the prediction; one that already ended otherwise was not canceled.
+      const s = res.json?.status
+      return s !== 'succeeded' && s !== 'failed' && s !== 'aborted'
+    }
+    if (res.status === 408 || res.status === 429 || res.status >= 500) raiseForStatus('replicate', res)
+    return false
+  }
+
+  async verifyCallback (req: RawCallback): Promise<VerifiedCallback> {
+    if (!this.webhook) return { ok: false, reason: 'REPLICATE_WEBHOOK_SECRET is not configured' }
+    let body: any
+    try {
+      body = this.webhook.verify(req.body, {
+        'webhook-id': req.headers['webhook-id'] ?? '',
+        'webhook-timestamp': req.headers['webhook-timestamp'] ?? '',
+        'webhook-signature': req.headers['webhook-signature'] ?? '',
+      })
+    } catch (err) {
+      return { ok: false, reason: `standard webhooks: ${(err as Error).message}` }
+    }
+    const id = body?.id
+    if (typeof id !== 'string' || id === '') return { ok: false, reason: 'verified body has no prediction id' }
+    return { ok: true, upstreamId: id, state: predictionState(body) }
+  }
+}
+
+/** The version id of a route model `owner/name:version` or a bare 64-hex id; null for `owner/name`. */
+export function versionOf (model: string): string | null {
+  if (/^[0-9a-f]{64}$/i.test(model)) return model
+  const i = model.indexOf(':')
+  return i >= 0 ? model.slice(i + 1) : null
+}
+
+/** Result URLs of a prediction's `output`: a URL, an array of URLs, or (some models) an object of them. */
+export function replicateOutputs (output: unknown): string[] {
+  const out: string[] = []
+  const add = (v: unknown) => { if (typeof v === 'string' && /^https?:\/\//i.test(v) && !out.includes(v)) out.push(v) }
+  if (Array.isArray(output)) output.forEach(add)
+  else if (output && typeof output === 'object') Object.values(output).forEach(v => Array.isArray(v) ? v.forEach(add) : add(v))
+  else add(output)
+  return out
+}
+
+function predictionState (p: any): UpstreamState {
+  switch (p?.status) {
+    case 'starting': return { state: 'queued' }
+    case 'processing': {
+      const progress = progressFromLogs(p.logs)
+      return progress === undefined ? { state: 'running' } : { state: 'running', progress }
+    }
+    case 'succeeded': {
+      const outputs = replicateOutputs(p.output)
+      return outputs.length > 0 ? { state: 'succeeded', outputs } : { state: 'failed', reason: 'replicate: output has no media URL', contentPolicy: false }
+    }
+    case 'failed': {
+      const reason = typeof p.error === 'string' && p.error !== '' ? p.error : 'replicate: prediction failed'
+      return { state: 'failed', reason: reason.slice(0, 500), contentPolicy: looksLikeContentPolicy(reason) }
+    }
+    case 'canceled': return { state: 'canceled' }
+    // Terminated before it started (a deadline on Replicate's side): definitive, not ours.
+    case 'aborted': return { state: 'failed', reason: 'replicate: prediction aborted before it started', contentPolicy: false }
+    default: return { state: 'running' } // unknown upstream status: non-terminal (upstream.ts)
+  }
+}

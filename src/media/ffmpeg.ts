@@ -1,0 +1,232 @@
+/**
+ * Media tools on an ffmpeg binary shipped inside an npm package (@ffmpeg-installer/ffmpeg with
+ * its per-platform package, e.g. @ffmpeg-installer/linux-x64: the binary is in the tarball,
+ * nothing is downloaded at install time). FFMPEG_PATH overrides it. Issue 11 points 6 and 8:
+ * - `thumbnail(video)`: a JPEG of a frame (library thumbnails of videos);
+ * - `downscaleImage(bytes)`: a smaller JPEG copy (thumbnails of images);
+ * - `makeVideo({width, height, seconds})`: a small valid H.264 MP4 of those dimensions and
+ *   length (the simulated provider's media follow the request), cached by parameters;
+ * - `makeImage({width, height, format})`: a PNG or JPEG of those dimensions, cached;
+ * - `probe(media)`: width, height, duration and codec read from ffmpeg's own report (no ffprobe
+ *   in the package), for content checks and tests.
+ * Every call runs one ffmpeg process with a timeout (killed when it passes), at most
+ * MEDIA_CONCURRENCY (2) at a time per process, and fails with a MediaError saying what and why.
+ */
+import { spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+/** A media operation that could not be done: bad parameters, unreadable input, ffmpeg missing, failing or too slow. */
+export class MediaError extends Error {
+  readonly code = 'MEDIA_ERROR'
+  constructor (message: string) { super(message); this.name = 'MediaError' }
+}
+
+export interface MediaOptions {
+  /** Kill ffmpeg after this long (default 20000 ms). */
+  timeoutMs?: number
+}
+
+const DEFAULT_TIMEOUT_MS = 20_000
+const MAX_CONCURRENT = 2
+const MAX_SIDE = 3840
+const MAX_SECONDS = 60
+
+let resolvedPath: string | null = null
+
+/** The ffmpeg binary: FFMPEG_PATH, else the one inside @ffmpeg-installer's platform package. */
+export function ffmpegPath (): string {
+  if (process.env.FFMPEG_PATH) return process.env.FFMPEG_PATH
+  if (resolvedPath) return resolvedPath
+  try {
+    const require = createRequire(import.meta.url)
+    resolvedPath = (require('@ffmpeg-installer/ffmpeg') as { path: string }).path
+    return resolvedPath
+  } catch (err) {
+    throw new MediaError(`no ffmpeg binary: @ffmpeg-installer/ffmpeg has none for ${process.platform}-${process.arch} (${String((err as Error)?.message ?? err)}); set FFMPEG_PATH`)
+  }
+}
+
+// A small semaphore: ffmpeg is CPU-heavy, callers queue beyond MAX_CONCURRENT.
+let running = 0
+const waiting: Array<() => void> = []
+async function slot<T> (fn: () => Promise<T>): Promise<T> {
+  if (running >= MAX_CONCURRENT) await new Promise<void>(resolve => waiting.push(resolve))
+  running++
+  try { return await fn() } finally {
+    running--
+    waiting.shift()?.()
+  }
+}
+
+/** Runs ffmpeg; resolves with stdout and stderr, rejects with MediaError on a non-zero exit or the timeout. */
+async function run (what: string, args: string[], opts: MediaOptions = {}): Promise<{ stdout: Buffer; stderr: string; code: number | null }> {
+  const bin = ffmpegPath()
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
+  return slot(() => new Promise((resolve, reject) => {
+    const child = spawn(bin, ['-hide_banner', '-nostdin', ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const out: Buffer[] = []
+    let err = ''
+    let timedOut = false
+    const timer = setTimeout(() => { timedOut = true; child.kill('SIGKILL') }, timeoutMs)
+    child.stdout.on('data', (c: Buffer) => out.push(c))
+    child.stderr.on('data', (c: Buffer) => { err += c.toString('utf8'); if (err.length > 64_000) err = err.slice(-32_000) })
+    child.on('error', (e) => { clearTimeout(timer); reject(new MediaError(`${what}: cannot run ffmpeg (${bin}): ${e.message}`)) })
+    child.on('close', (code) => {
+      clearTimeout(timer)
+      if (timedOut) return reject(new MediaError(`${what}: ffmpeg took longer than ${timeoutMs} ms`))
+      resolve({ stdout: Buffer.concat(out), stderr: err, code })
+    })
+  }))
+}
+
+function lastLines (stderr: string, n = 3): string {
+  return stderr.trim().split('\n').slice(-n).join(' | ').slice(0, 400)
+}
+
+/** Runs `fn` with a fresh temporary directory, removed afterwards. */
+async function withTemp<T> (fn: (dir: string) => Promise<T>): Promise<T> {
+  const dir = await mkdtemp(join(tmpdir(), 'genjobs-media-'))
+  try { return await fn(dir) } finally { await rm(dir, { recursive: true, force: true }) }
+}
+
+/** A path for the input: the given path, or the bytes written into `dir`. */
+async function inputFile (dir: string, input: string | Buffer, name: string): Promise<string> {
+  if (typeof input === 'string') return input
+  if (input.length === 0) throw new MediaError('empty input')
+  const p = join(dir, name)
+  await writeFile(p, input)
+  return p
+}
+
+export interface ProbeResult {
+  width: number
+  height: number
+  /** Seconds; null for a still image. */
+  durationS: number | null
+  /** The first video stream's codec (h264, mjpeg, png, ...). */
+  videoCodec: string
+  hasAudio: boolean
+}
+
+/** Reads a media file's first video stream and duration from `ffmpeg -i` (no ffprobe needed). */
+export async function probe (input: string | Buffer, opts: MediaOptions = {}): Promise<ProbeResult> {
+  return withTemp(async (dir) => {
+    const file = await inputFile(dir, input, 'probe.bin')
+    const { stderr } = await run('probe', ['-i', file], opts) // exits 1 ("At least one output file must be specified"): expected
+    const video = /Stream #\d+:\d+(?:\[[^\]]*\])?(?:\([^)]*\))?: Video: (\w+)[^\n]*?, (\d{1,5})x(\d{1,5})/.exec(stderr)
+    if (!video) throw new MediaError(`probe: no video or image stream (${lastLines(stderr, 1)})`)
+    const d = /Duration: (\d+):(\d{2}):(\d{2}(?:\.\d+)?)/.exec(stderr)
+    const durationS = d ? Number(d[1]) * 3600 + Number(d[2]) * 60 + Number(d[3]) : null
+    return { videoCodec: video[1], width: Number(video[2]), height: Number(video[3]), durationS, hasAudio: /Stream #\d+:\d+[^\n]*: Audio: /.test(stderr) }
+  })
+}
+
+export interface ThumbnailOptions extends MediaOptions {
+  /** Width of the JPEG (height follows the aspect ratio; default 320, never wider than the video). */
+  width?: number
+  /** The frame's time (default 1 s, or the first frame of a shorter video). */
+  atSeconds?: number
+}
+
+/** A JPEG of one frame of a video (path or bytes). */
+export async function thumbnail (video: string | Buffer, opts: ThumbnailOptions = {}): Promise<Buffer> {
+  const width = checkSide('width', opts.width ?? 320)
+  return withTemp(async (dir) => {
+    const file = await inputFile(dir, video, 'video.bin')
+    const grab = async (at: number) => (await run('thumbnail', [
+      '-loglevel', 'error', '-ss', String(at), '-i', file, '-frames:v', '1',
+      '-vf', `scale='min(${width},iw)':-2`, '-q:v', '4', '-f', 'image2', '-c:v', 'mjpeg', 'pipe:1',
+    ], opts))
+    let r = await grab(opts.atSeconds ?? 1)
+    if (r.stdout.length === 0 && r.code === 0) r = await grab(0) // shorter than the seek: first frame
+    if (r.code !== 0 || r.stdout.length === 0) throw new MediaError(`thumbnail: no frame could be read (${lastLines(r.stderr) || `exit ${r.code}`})`)
+    return r.stdout
+  })
+}
+
+export interface DownscaleOptions extends MediaOptions {
+  /** The copy fits in maxWidth x maxHeight (default 320 x 320), keeping the aspect ratio; never enlarged. */
+  maxWidth?: number
+  maxHeight?: number
+}
+
+/** A smaller JPEG copy of an image (PNG, JPEG, WebP, GIF's first frame). */
+export async function downscaleImage (image: Buffer, opts: DownscaleOptions = {}): Promise<Buffer> {
+  const w = checkSide('maxWidth', opts.maxWidth ?? 320)
+  const h = checkSide('maxHeight', opts.maxHeight ?? 320)
+  return withTemp(async (dir) => {
+    const file = await inputFile(dir, image, 'image.bin')
+    const r = await run('downscaleImage', [
+      '-loglevel', 'error', '-i', file, '-frames:v', '1',
+      '-vf', `scale=w='min(${w},iw)':h='min(${h},ih)':force_original_aspect_ratio=decrease`,
+      '-q:v', '4', '-f', 'image2', '-c:v', 'mjpeg', 'pipe:1',
+    ], opts)
+    if (r.code !== 0 || r.stdout.length === 0) throw new MediaError(`downscaleImage: not a readable image (${lastLines(r.stderr) || `exit ${r.code}`})`)
+    return r.stdout
+  })
+}
+
+export interface VideoSpec { width: number; height: number; seconds: number }
+export interface ImageSpec { width: number; height: number; format?: 'png' | 'jpeg' }
+
+// Generated media by parameters: the simulated provider asks for the same few sizes again and again.
+const CACHE_MAX = 32
+const cache = new Map<string, Promise<Buffer>>()
+function cached (key: string, make: () => Promise<Buffer>): Promise<Buffer> {
+  const hit = cache.get(key)
+  if (hit) { cache.delete(key); cache.set(key, hit); return hit } // LRU touch
+  const p = make()
+  cache.set(key, p)
+  p.catch(() => cache.delete(key)) // a failure is not cached
+  while (cache.size > CACHE_MAX) cache.delete(cache.keys().next().value as string)
+  return p
+}
+
+/** How many generated files are cached (operators and tests read it). */
+export function generatedCacheSize (): number { return cache.size }
+
+/**
+ * A small valid H.264 MP4 (yuv420p, faststart, a moving test pattern (lavfi testsrc, ~20 KB for 2 s of 640x360) at 12 fps, no audio) of
+ * exactly width x height and `seconds` long. Width and height must be even (H.264 4:2:0).
+ */
+export async function makeVideo (spec: VideoSpec, opts: MediaOptions = {}): Promise<Buffer> {
+  const width = checkSide('width', spec.width, true)
+  const height = checkSide('height', spec.height, true)
+  if (!Number.isFinite(spec.seconds) || spec.seconds < 0.1 || spec.seconds > MAX_SECONDS) throw new MediaError(`seconds must be between 0.1 and ${MAX_SECONDS}, got ${spec.seconds}`)
+  const seconds = Math.round(spec.seconds * 1000) / 1000
+  return cached(`v:${width}x${height}:${seconds}`, () => withTemp(async (dir) => {
+    const out = join(dir, `${randomBytes(4).toString('hex')}.mp4`)
+    const r = await run('makeVideo', [
+      '-loglevel', 'error', '-f', 'lavfi', '-i', `testsrc=size=${width}x${height}:rate=12:duration=${seconds}`,
+      '-c:v', 'libx264', '-preset', 'ultrafast', '-crf', '35', '-pix_fmt', 'yuv420p', '-movflags', '+faststart', '-y', out,
+    ], { timeoutMs: opts.timeoutMs ?? 60_000 })
+    if (r.code !== 0) throw new MediaError(`makeVideo: ffmpeg failed (${lastLines(r.stderr) || `exit ${r.code}`})`)
+    return readFile(out)
+  }))
+}
+
+/** A PNG (default) or JPEG test pattern of width x height. */
+export async function makeImage (spec: ImageSpec, opts: MediaOptions = {}): Promise<Buffer> {
+  const width = checkSide('width', spec.width)
+  const height = checkSide('height', spec.height)
+  const format = spec.format ?? 'png'
+  if (format !== 'png' && format !== 'jpeg') throw new MediaError(`format must be png or jpeg, got ${String(format)}`)
+  return cached(`i:${width}x${height}:${format}`, async () => {
+    const r = await run('makeImage', [
+      '-loglevel', 'error', '-f', 'lavfi', '-i', `testsrc2=size=${width}x${height}:rate=1:duration=1`, '-frames:v', '1',
+      ...(format === 'png' ? ['-c:v', 'png'] : ['-c:v', 'mjpeg', '-q:v', '3']), '-f', 'image2', 'pipe:1',
+    ], opts)
+    if (r.code !== 0 || r.stdout.length === 0) throw new MediaError(`makeImage: ffmpeg failed (${lastLines(r.stderr) || `exit ${r.code}`})`)
+    return r.stdout
+  })
+}
+
+function checkSide (name: string, v: number, even = false): number {
+  if (!Number.isInteger(v) || v < 16 || v > MAX_SIDE) throw new MediaError(`${name} must be an integer between 16 and ${MAX_SIDE}, got ${v}`)
+  if (even && v % 2 !== 0) throw new MediaError(`${name} must be even for H.264 (4:2:0), got ${v}`)
+  return v
+}

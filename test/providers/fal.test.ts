@@ -290,3 +290,24 @@ t.test('concurrent callbacks share one JWKS fetch', async (t) => {
   t.ok(results.every(r => r.ok))
   t.equal(a.jwksFetches, 1)
 })
+
+t.test('stub modes the end-to-end tests use: a job that ends by time calls back on its own; a lost callback leaves polling to find it', async (t) => {
+  const verifying = await startSink(adapter())
+  t.teardown(verifying.close)
+  const a = adapter()
+  fal.plan({ steps: ['queued'], finishAfterMs: 30 })
+  const h = await a.submit(req('fal-ai/veo3', verifying.url()))
+  await fal.waitFor(() => fal.callbacks.some(c => c.jobId === h.id), 5000, 'callback by time')
+  const rec = fal.callbacks.find(c => c.jobId === h.id)!
+  t.equal(rec.status, 200, 'the receiver (verifying with the adapter) answered 200')
+  t.equal(verifying.received.at(-1)!.verdict!.ok, true)
+  t.equal(fal.jobs.get(h.id)!.polls, 0, 'completed without a single status call')
+  const replayed = await fal.replay(rec, { body: rec.body.replace('"OK"', '"ERROR"') })
+  t.equal(replayed.status, 401, 'the same headers with another body: 401')
+
+  fal.plan({ steps: [], finishAfterMs: 10, callback: false })
+  const lost = await a.submit(req('fal-ai/veo3', verifying.url()))
+  await fal.waitFor(() => fal.jobs.get(lost.id)!.ended !== null, 5000, 'end')
+  t.notOk(fal.callbacks.some(c => c.jobId === lost.id), 'callback lost')
+  t.equal((await a.status(lost)).state, 'succeeded', 'polling finds it')
+})

@@ -9,7 +9,8 @@ const SAMPLE_PNG = new URL('../../../assets/sim/sample.png', import.meta.url).pa
 
 /** CPU ms used by finished child processes of this process (utime+stime of waited-for children, /proc/self/stat). */
 function childCpuMs (): number {
-  const f = readFileSync('/proc/self/stat', 'utf8').slice(readFileSync('/proc/self/stat', 'utf8').lastIndexOf(')') + 2).split(' ')
+  const stat = readFileSync('/proc/self/stat', 'utf8')
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   return (Number(f[13]) + Number(f[14])) * 10 // cutime, cstime in clock ticks (100/s)
 }
 

@@ -54,13 +54,18 @@ export function ffmpegPath (): string {
 let running = 0
 const waiting: Array<() => void> = []
 async function slot<T> (fn: () => Promise<T>): Promise<T> {
+  // A finishing run hands its slot straight to the next waiter, so a newcomer cannot slip in between.
   if (running >= MAX_CONCURRENT) await new Promise<void>(resolve => waiting.push(resolve))
-  running++
+  else running++
   try { return await fn() } finally {
-    running--
-    waiting.shift()?.()
+    const next = waiting.shift()
+    if (next) next()
+    else running--
   }
 }
+
+/** ffmpeg processes running now (at most 2) and calls waiting for one. */
+export function mediaLoad (): { running: number; waiting: number } { return { running, waiting: waiting.length } }
 
 /** Runs ffmpeg; resolves with stdout and stderr, rejects with MediaError on a non-zero exit or the timeout. */
 async function run (what: string, args: string[], opts: MediaOptions = {}): Promise<{ stdout: Buffer; stderr: string; code: number | null }> {

@@ -89,6 +89,7 @@ export function parseRetryAfter (value: string | undefined, nowMs = Date.now()):
   if (value === undefined) return null
   const v = value.trim()
   if (/^\d+$/.test(v)) return Number(v) * 1000
+  if (!/^[A-Za-z]{3}, \d{2} [A-Za-z]{3} \d{4} \d{2}:\d{2}:\d{2} GMT$/.test(v)) return null // IMF-fixdate only (RFC 9110 5.6.7)
   const at = Date.parse(v)
   if (Number.isNaN(at)) return null
   return Math.max(0, at - nowMs)

@@ -119,3 +119,18 @@ t.test('bad input, a missing binary and a timeout are MediaErrors that say why',
     else process.env.FFMPEG_PATH = saved
   }
 })
+
+t.test('at most two ffmpeg processes at once; the others wait and all finish', async (t) => {
+  const { mediaLoad } = await import('../../src/media/ffmpeg.js')
+  let maxRunning = 0
+  const timer = setInterval(() => { maxRunning = Math.max(maxRunning, mediaLoad().running) }, 1)
+  const sizes = [40, 42, 44, 46, 48, 50]
+  const started = sizes.map(w => makeImage({ width: w, height: 32, format: 'jpeg' }))
+  t.equal(mediaLoad().running + mediaLoad().waiting <= sizes.length, true)
+  const done = await Promise.all(started)
+  clearInterval(timer)
+  t.equal(done.length, sizes.length)
+  t.ok(maxRunning <= 2 && maxRunning >= 1, `peak ${maxRunning} running`)
+  t.same(mediaLoad(), { running: 0, waiting: 0 }, 'all slots released')
+  for (const [i, w] of sizes.entries()) t.equal((await probe(done[i])).width, w)
+})

@@ -311,3 +311,15 @@ t.test('stub modes the end-to-end tests use: a job that ends by time calls back 
   t.notOk(fal.callbacks.some(c => c.jobId === lost.id), 'callback lost')
   t.equal((await a.status(lost)).state, 'succeeded', 'polling finds it')
 })
+
+t.test('a signed OK callback without payload (fal could not attach it) verifies as a hint without state', async (t) => {
+  const a = adapter()
+  fal.plan({ steps: [], callback: false })
+  const h = await a.submit(req('fal-ai/veo3', sink.url()))
+  const job = fal.finish(h.id)
+  const body = JSON.stringify({ request_id: h.id, gateway_request_id: h.id, status: 'OK', payload: null, payload_error: 'payload too large' })
+  const headers = fal.signCallback(job, body, Math.floor(Date.now() / 1000), false)
+  t.same(await a.verifyCallback({ headers, query: '', body: Buffer.from(body) }), { ok: true, upstreamId: h.id })
+  const mismatched = JSON.stringify({ request_id: 'other', status: 'OK', payload: { video: { url: 'https://x/v.mp4' } } })
+  t.same(await a.verifyCallback({ headers: fal.signCallback(job, mismatched, Math.floor(Date.now() / 1000), false), query: '', body: Buffer.from(mismatched) }), { ok: false, reason: 'body request_id differs from the signed header' })
+})

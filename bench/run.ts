@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- [scenario...] [--rounds N] [--duration S] [--connections C] [--streams N]
- * [--webhook-jobs N]`
+ * [--webhook-jobs N] [--hog | --hog-only] [--hog-core N]`
  *
  * For each scenario: a fresh database on DATABASE_URL's server (default
  * postgres://postgres@127.0.0.1:5432/postgres), the service started on it as a child process
@@ -8,6 +8,8 @@
  * the baselines started as their own processes, every side warmed up, then the sides measured
  * in alternation (A B A B ...) for N rounds; medians are compared with issue 7's targets.
  * Prints a table and writes bench/results/<timestamp>.json (machine, commit, every raw figure).
+ * --hog runs each named scenario a second time (`<name>+hog`) with a busy loop pinned to one
+ * core (--hog-core, default 0) during warm-up and rounds of every side; --hog-only runs only that.
  * BENCH_NODE_FLAGS adds node flags to the service (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
  */
 import { execFileSync, spawnSync } from 'node:child_process'
@@ -26,11 +28,18 @@ import { scenario as jobCreateHot } from './job-create-hot.js'
 import { scenario as sseHold } from './sse-hold.js'
 import { scenario as sseFanout } from './sse-fanout.js'
 import { scenario as webhooks } from './webhooks.js'
+import { scenario as jobLifecycle, fastScenario as jobLifecycleFast } from './job-lifecycle.js'
+import { startHog, type Hog } from './lib/hog.js'
 
-const ALL: Scenario[] = [models, jobGet, jobCreate, jobCreateHot, sseHold, sseFanout, webhooks]
+const ALL: Scenario[] = [models, jobGet, jobCreate, jobCreateHot, sseHold, sseFanout, webhooks, jobLifecycle, jobLifecycleFast]
 const ROOT = join(DIST, '..')
 
-function parseArgs (argv: string[]): { names: string[]; opts: Omit<BenchOptions, 'log'> } {
+/** With --hog, ratio targets of `>=` become at most this (issue 12: ">= 2x with one core hogged"). */
+const HOG_RATIO_CAP = 2
+
+function parseArgs (argv: string[]): { names: string[]; opts: Omit<BenchOptions, 'log'>; hog: 'off' | 'also' | 'only'; hogCore: number } {
+  let hog: 'off' | 'also' | 'only' = 'off'
+  let hogCore = 0
   const opts = { rounds: 3, duration: 5, connections: 100, streams: 10_000, webhookJobs: 5000, databaseUrl: process.env.DATABASE_URL || DEFAULT_DATABASE_URL, nodeFlags: (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean) }
   const names: string[] = []
   const num = (flag: string, v: string | undefined, min: number) => {
@@ -46,8 +55,11 @@ function parseArgs (argv: string[]): { names: string[]; opts: Omit<BenchOptions,
       case '--connections': opts.connections = num(a, argv[++i], 1); break
       case '--streams': opts.streams = num(a, argv[++i], 10); break
       case '--webhook-jobs': opts.webhookJobs = num(a, argv[++i], 10); break
+      case '--hog': hog = 'also'; break
+      case '--hog-only': hog = 'only'; break
+      case '--hog-core': hogCore = num(a, argv[++i], 0); break
       case '-h': case '--help':
-        process.stdout.write(`usage: npm run bench -- [${ALL.map(s => s.name).join('|')} ...] [--rounds N] [--duration S] [--connections C] [--streams N] [--webhook-jobs N]\n`)
+        process.stdout.write(`usage: npm run bench -- [${ALL.map(s => s.name).join('|')} ...] [--rounds N] [--duration S] [--connections C] [--streams N] [--webhook-jobs N] [--hog | --hog-only] [--hog-core N]\n`)
         process.exit(0)
         break
       default:
@@ -56,7 +68,7 @@ function parseArgs (argv: string[]): { names: string[]; opts: Omit<BenchOptions,
         names.push(a)
     }
   }
-  return { names: names.length ? names : ALL.map(s => s.name), opts }
+  return { names: names.length ? names : ALL.map(s => s.name), opts, hog, hogCore }
 }
 
 /**
@@ -92,25 +104,36 @@ interface ScenarioResult {
   raw?: Record<string, unknown>
 }
 
-async function runScenario (s: Scenario, o: BenchOptions): Promise<ScenarioResult> {
+/**
+ * Runs one scenario; with `hogCore` set, a busy-loop process pinned to that core (taskset) runs
+ * from before the warm-up until the last round ends, so every side is measured with one core
+ * taken, and the result is named `<name>+hog`.
+ */
+async function runScenario (s: Scenario, o: BenchOptions, hogCore: number | null = null): Promise<ScenarioResult> {
   const t0 = Date.now()
-  const out: ScenarioResult = { name: s.name, title: s.title, seconds: 0 }
+  const label = hogCore === null ? s.name : `${s.name}+hog`
+  const out: ScenarioResult = { name: label, title: hogCore === null ? s.title : `${s.title}, one core (${hogCore}) hogged`, seconds: 0 }
   let prepared: Prepared | null = null
+  let hog: Hog | null = null
   try {
-    o.log(`[${s.name}] preparing`)
+    o.log(`[${label}] preparing`)
     const p = await s.prepare(o)
-    if ('skip' in p) { out.skipped = p.skip; o.log(`[${s.name}] skipped: ${p.skip}`); return out }
+    if ('skip' in p) { out.skipped = p.skip; o.log(`[${label}] skipped: ${p.skip}`); return out }
     prepared = p
+    if (hogCore !== null) {
+      hog = await startHog(hogCore)
+      o.log(`[${label}] CPU hog pid ${hog.pid} pinned to core ${hogCore}`)
+    }
     out.sides = p.sides.map(x => ({ name: x.name, role: x.role }))
     for (const side of p.sides) {
-      if (side.warmup) { o.log(`[${s.name}] warming up ${side.name}`); await side.warmup(); await sleep(300) }
+      if (side.warmup) { o.log(`[${label}] warming up ${side.name}`); await side.warmup(); await sleep(300) }
     }
     const rounds: Record<string, Metrics[]> = Object.fromEntries(p.sides.map(x => [x.name, []]))
     for (let r = 0; r < o.rounds; r++) {
       for (const side of p.sides) {
         const m = await side.measure(r)
         rounds[side.name].push(m)
-        o.log(`[${s.name}] round ${r + 1}/${o.rounds} ${side.name}: ${summary(m)}`)
+        o.log(`[${label}] round ${r + 1}/${o.rounds} ${side.name}: ${summary(m)}`)
         await sleep(300)
       }
     }
@@ -120,7 +143,8 @@ async function runScenario (s: Scenario, o: BenchOptions): Promise<ScenarioResul
       return [name, Object.fromEntries([...keys].map(k => [k, median(ms.map(m => m[k]))]))]
     }))
     const svcName = p.sides.find(x => x.role === 'service')!.name
-    out.targets = p.targets.map(t => {
+    const targets = hogCore === null ? p.targets : p.targets.map(t => t.kind === 'ratio' && t.op === '>=' ? { ...t, value: Math.min(t.value, HOG_RATIO_CAP) } : t)
+    out.targets = targets.map(t => {
       const service = out.medians![svcName][t.metric]
       const baselineValue = t.baseline ? out.medians![t.baseline][t.metric] : null
       const ratio = baselineValue !== null ? service / baselineValue : null
@@ -128,26 +152,37 @@ async function runScenario (s: Scenario, o: BenchOptions): Promise<ScenarioResul
       const met = Number.isFinite(v) && (t.op === '<=' ? v <= t.value : v >= t.value)
       return { ...t, service, baselineValue, ratio, met }
     })
+    if (hog) {
+      const h = hog.stop()
+      hog = null
+      p.notes = [...(p.notes ?? []), `one core hogged: a busy loop pinned to core ${hogCore} got ${fmtShare(h.share)} of it over ${fmt(h.seconds)} s (the other processes are not pinned); ratio targets capped at ${HOG_RATIO_CAP}`]
+      out.raw = { hog: h }
+    }
     out.show = p.show
     out.notes = p.notes
     if (p.after) {
       const a = await p.after()
       out.checks = a.checks
-      out.raw = a.raw
+      out.raw = { ...out.raw, ...a.raw }
     }
   } catch (err) {
     out.error = (err as Error).stack ?? String(err)
-    o.log(`[${s.name}] FAILED: ${out.error}`)
+    o.log(`[${label}] FAILED: ${out.error}`)
   } finally {
-    if (prepared) await prepared.close().catch((err) => o.log(`[${s.name}] cleanup failed: ${err}`))
+    if (hog) hog.stop()
+    if (prepared) await prepared.close().catch((err) => o.log(`[${label}] cleanup failed: ${err}`))
     out.seconds = Math.round((Date.now() - t0) / 100) / 10
-    o.log(`[${s.name}] done in ${out.seconds} s`)
+    o.log(`[${label}] done in ${out.seconds} s`)
   }
   return out
 }
 
 function summary (m: Metrics): string {
   return Object.entries(m).filter(([k]) => !['cpu_ms', 'pg_cpu_ms'].includes(k)).map(([k, v]) => `${k}=${fmt(v)}`).join(' ')
+}
+
+function fmtShare (v: number): string {
+  return `${Math.round(v * 100)}%`
 }
 
 export function fmt (v: number | null | undefined): string {
@@ -196,6 +231,12 @@ const LABELS: Record<string, string> = {
   drained: 'backlog drained after release',
   drain_ms: 'drain time (ms)',
   fill_ms: 'create+complete time (ms)',
+  creations_per_s: 'creations/s',
+  completions_per_s: 'completions/s (steady window)',
+  completion_ratio: 'completions/s / creations/s',
+  cpu_us_per_job: 'CPU/job, create to completed (µs)',
+  pg_cpu_us_per_job: 'PostgreSQL CPU/job (µs)',
+  total_cpu_us_per_job: 'process+PG CPU/job (µs)',
 }
 
 export function table (results: ScenarioResult[]): string {
@@ -231,7 +272,7 @@ function git (args: string[]): string {
 }
 
 async function main (): Promise<void> {
-  const { names, opts } = parseArgs(process.argv.slice(2))
+  const { names, opts, hog, hogCore } = parseArgs(process.argv.slice(2))
   const needsStreams = names.some(n => n.startsWith('sse-'))
   const streams = needsStreams ? ensureFds(opts.streams) : opts.streams
   const o: BenchOptions = { ...opts, streams, log: (m) => process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${m}\n`) }
@@ -246,7 +287,11 @@ async function main (): Promise<void> {
   const fd = fdLimits()
   o.log(`bench: ${names.join(', ')}; ${o.rounds} rounds, ${o.duration} s runs, ${o.connections} connections, ${o.streams} SSE streams; open-file limit ${fd.soft}`)
   const results: ScenarioResult[] = []
-  for (const name of names) results.push(await runScenario(ALL.find(s => s.name === name)!, o))
+  for (const name of names) {
+    const sc = ALL.find(s => s.name === name)!
+    if (hog !== 'only') results.push(await runScenario(sc, o))
+    if (hog !== 'off') results.push(await runScenario(sc, o, hogCore))
+  }
   const finished = new Date()
   const t = table(results)
   process.stdout.write('\n' + t + '\n')
@@ -258,7 +303,7 @@ async function main (): Promise<void> {
     machine: { ...host, loadAvgAtEnd: loadAvg() },
     postgres: pgVersion,
     git: { commit: git(['rev-parse', 'HEAD']), dirty: git(['status', '--porcelain']).split('\n').filter(Boolean).length > 0 },
-    options: { ...opts, streams: o.streams },
+    options: { ...opts, streams: o.streams, hog, hogCore },
     table: t,
     scenarios: results,
   }

@@ -1,0 +1,190 @@
+/**
+ * Baseline for `job-lifecycle`: the same work done "the usual way", a Fastify 5 route plus
+ * postgres.js (pool PG_POOL, default 10) on its own tables (bench_*, same columns and indexes
+ * as the service's accounts, credit_entries, jobs, images, webhooks, webhook_deliveries) in the
+ * scenario's database:
+ *   create:     BEGIN; UPDATE accounts ... WHERE credits >= price; INSERT ledger; INSERT job; COMMIT
+ *   each poll:  UPDATE bench_jobs SET status, progress, updated_at (one autocommit statement)
+ *   completion: write the result file (the simulated provider's sample.png); BEGIN; UPDATE the
+ *               job (completed, result_url, completed_at); SELECT the account's webhooks;
+ *               INSERT one outbox row per webhook; INSERT the library row (bench_images); COMMIT
+ * A timer per job stands in for the provider: it "polls" at the service's cadence for the same
+ * simulated duration (SIM_SPEED), re-armed after each poll's write like the service's JobActor.
+ * Progress UPDATEs: one per poll that finds the job still running, which is what a naive
+ * implementation does (and what the service did before issue 12 point 4): with
+ * T = 15 s / SIM_SPEED and poll = clamp(T / 10, 20 ms, 5 s), that is ~9 per job at
+ * SIM_SPEED=10 and 0 at SIM_SPEED=1000 (the first poll finds it done). The outbox rows are
+ * written, not delivered (no delivery worker): the service delivers its own, at its cost.
+ *
+ * IPC: {cmd: 'pending'} -> {pending} jobs not yet completed in memory;
+ * {cmd: 'check'} -> ledger and lifecycle counts for the scenario's checks.
+ */
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import Fastify from 'fastify'
+import postgres from 'postgres'
+
+const PRICE = 10
+const ESTIMATED_SECONDS = 15 // nano-banana
+const sql = postgres(process.env.DATABASE_URL!, { max: Number(process.env.PG_POOL ?? 10), onnotice: () => {}, types: { bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) } } as any })
+const accounts = Number(process.env.ACCOUNTS ?? 100)
+const credits = Number(process.env.CREDITS ?? 100_000_000)
+/** Accounts 1..WEBHOOK_ACCOUNTS have one registered webhook (job.completed) to WEBHOOK_URL. */
+const webhookAccounts = Number(process.env.WEBHOOK_ACCOUNTS ?? 0)
+const webhookUrl = process.env.WEBHOOK_URL ?? 'http://127.0.0.1:9/hook'
+const simSpeed = Number(process.env.SIM_SPEED ?? 10)
+const durationMs = Math.max(1, Math.round(ESTIMATED_SECONDS * 1000 / simSpeed))
+/** The service's JobActor cadence: a tenth of the expected run time, between 20 ms and 5 s. */
+const pollMs = Math.min(5000, Math.max(20, Math.round(durationMs / 10)))
+const png = readFileSync(fileURLToPath(new URL('../../../assets/sim/sample.png', import.meta.url)))
+const results = mkdtempSync(join(tmpdir(), 'genjobs-bench-lifecycle-'))
+const base = `http://127.0.0.1:${process.env.PORT}/files/`
+
+await sql.unsafe(`
+  CREATE TABLE IF NOT EXISTS bench_accounts (
+    id bigint PRIMARY KEY, email text NOT NULL, credits bigint NOT NULL DEFAULT 0 CHECK (credits >= 0),
+    created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now());
+  CREATE TABLE IF NOT EXISTS bench_credit_entries (
+    id bigserial PRIMARY KEY, account_id bigint NOT NULL REFERENCES bench_accounts(id), delta bigint NOT NULL,
+    kind text NOT NULL CHECK (kind IN ('grant', 'purchase', 'charge', 'refund', 'adjustment')), job_id text, note text,
+    created_at timestamptz NOT NULL DEFAULT now());
+  CREATE INDEX IF NOT EXISTS bench_credit_entries_account ON bench_credit_entries (account_id, id);
+  CREATE INDEX IF NOT EXISTS bench_credit_entries_job ON bench_credit_entries (job_id) WHERE job_id IS NOT NULL;
+  CREATE INDEX IF NOT EXISTS bench_credit_entries_account_created ON bench_credit_entries (account_id, created_at) INCLUDE (kind, delta);
+  CREATE TABLE IF NOT EXISTS bench_jobs (
+    id text PRIMARY KEY, account_id bigint NOT NULL REFERENCES bench_accounts(id), type text NOT NULL, model text NOT NULL,
+    status text NOT NULL, prompt text, request jsonb NOT NULL, progress integer NOT NULL DEFAULT 0,
+    credits_charged integer NOT NULL, credits_refunded integer NOT NULL DEFAULT 0, estimated_seconds integer NOT NULL,
+    result_url text, provider text NOT NULL, idempotency_key text, deadline_at timestamptz NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now(), completed_at timestamptz);
+  CREATE UNIQUE INDEX IF NOT EXISTS bench_jobs_idempotency ON bench_jobs (account_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+  CREATE INDEX IF NOT EXISTS bench_jobs_account_created ON bench_jobs (account_id, created_at DESC, id DESC);
+  CREATE INDEX IF NOT EXISTS bench_jobs_active ON bench_jobs (account_id) WHERE status IN ('queued', 'submitted', 'processing');
+  CREATE TABLE IF NOT EXISTS bench_images (
+    id bigserial PRIMARY KEY, account_id bigint NOT NULL REFERENCES bench_accounts(id), job_id text UNIQUE REFERENCES bench_jobs(id),
+    prompt text, model text, model_id text, image_url text NOT NULL, is_favorite boolean NOT NULL DEFAULT false,
+    created_at timestamptz NOT NULL DEFAULT now(), completed_at timestamptz);
+  CREATE INDEX IF NOT EXISTS bench_images_account ON bench_images (account_id, created_at DESC, id DESC);
+  CREATE TABLE IF NOT EXISTS bench_webhooks (
+    id bigserial PRIMARY KEY, account_id bigint NOT NULL REFERENCES bench_accounts(id), url text NOT NULL, secret text NOT NULL,
+    events text[] NOT NULL, active boolean NOT NULL DEFAULT true, created_at timestamptz NOT NULL DEFAULT now(), deleted_at timestamptz);
+  CREATE INDEX IF NOT EXISTS bench_webhooks_account ON bench_webhooks (account_id) WHERE deleted_at IS NULL;
+  CREATE TABLE IF NOT EXISTS bench_webhook_deliveries (
+    id text PRIMARY KEY, event_id text NOT NULL, account_id bigint NOT NULL REFERENCES bench_accounts(id),
+    webhook_id bigint REFERENCES bench_webhooks(id), job_id text NOT NULL REFERENCES bench_jobs(id), event text NOT NULL,
+    url text NOT NULL, secret text NOT NULL, body text NOT NULL, status text NOT NULL DEFAULT 'pending',
+    attempts integer NOT NULL DEFAULT 0, next_attempt_at timestamptz NOT NULL DEFAULT now(), created_at timestamptz NOT NULL DEFAULT now());
+  CREATE INDEX IF NOT EXISTS bench_webhook_deliveries_due ON bench_webhook_deliveries (next_attempt_at) WHERE status = 'pending';
+`)
+await sql.begin(async (tx) => {
+  await tx`INSERT INTO bench_accounts (id, email, credits) SELECT g, 'b' || g || '@bench.example', ${credits} FROM generate_series(1, ${accounts}) g ON CONFLICT DO NOTHING`
+  await tx`INSERT INTO bench_credit_entries (account_id, delta, kind) SELECT g, ${credits}, 'grant' FROM generate_series(1, ${accounts}) g
+    WHERE NOT EXISTS (SELECT 1 FROM bench_credit_entries e WHERE e.account_id = g)`
+  await tx`INSERT INTO bench_webhooks (account_id, url, secret, events) SELECT g, ${webhookUrl}, md5(g::text), '{job.completed,job.failed}' FROM generate_series(1, ${webhookAccounts}) g
+    WHERE NOT EXISTS (SELECT 1 FROM bench_webhooks w WHERE w.account_id = g)`
+})
+
+interface Live { id: string; accountId: number; model: string; prompt: string; submittedAt: number; createdAt: Date; progress: number }
+let pending = 0
+let progressUpdates = 0
+let tickErrors = 0
+
+function schedule (j: Live): void {
+  setTimeout(() => {
+    tick(j).catch(() => { tickErrors++; schedule(j) })
+  }, pollMs)
+}
+
+async function tick (j: Live): Promise<void> {
+  const elapsed = Date.now() - j.submittedAt
+  if (elapsed < durationMs) {
+    const progress = Math.max(j.progress, Math.min(99, Math.max(1, Math.floor(elapsed / durationMs * 100))))
+    await sql`UPDATE bench_jobs SET status = 'processing', progress = ${progress}, updated_at = now() WHERE id = ${j.id}`
+    j.progress = progress
+    progressUpdates++
+    schedule(j)
+    return
+  }
+  await complete(j)
+}
+
+async function complete (j: Live): Promise<void> {
+  const file = `${j.id}.png`
+  await writeFile(join(results, file), png)
+  const url = base + 'results/' + file
+  const at = new Date()
+  await sql.begin(async (tx) => {
+    const [row] = await tx`UPDATE bench_jobs SET status = 'completed', progress = 100, result_url = ${url}, updated_at = ${at}, completed_at = ${at}
+      WHERE id = ${j.id} AND status IN ('queued', 'submitted', 'processing') RETURNING id`
+    if (!row) return
+    const hooks = await tx<{ id: number; url: string; secret: string }[]>`
+      SELECT id, url, secret FROM bench_webhooks WHERE account_id = ${j.accountId} AND active AND deleted_at IS NULL AND 'job.completed' = ANY(events)`
+    if (hooks.length) {
+      const eventId = 'evt_' + randomBytes(12).toString('base64url')
+      const body = JSON.stringify({ id: eventId, type: 'job.completed', created_at: at.toISOString(), data: { job: { id: j.id, status: 'completed', model: j.model, progress: 100, result_url: url, credits_charged: PRICE, created_at: j.createdAt.toISOString(), completed_at: at.toISOString() } } })
+      const rows = hooks.map(h => ({ id: 'dlv_' + randomBytes(12).toString('base64url'), event_id: eventId, account_id: j.accountId, webhook_id: h.id, job_id: j.id, event: 'job.completed', url: h.url, secret: h.secret, body }))
+      await tx`INSERT INTO bench_webhook_deliveries ${tx(rows as any, 'id', 'event_id', 'account_id', 'webhook_id', 'job_id', 'event', 'url', 'secret', 'body')}`
+    }
+    await tx`INSERT INTO bench_images (account_id, job_id, prompt, model, model_id, image_url, created_at, completed_at)
+      VALUES (${j.accountId}, ${j.id}, ${j.prompt}, ${'simulated/' + j.model}, ${j.model}, ${url}, ${j.createdAt}, ${at})`
+  })
+  pending--
+}
+
+const app = Fastify({ logger: false })
+app.post('/v1/generate/image', {
+  schema: {
+    body: { type: 'object', required: ['model', 'prompt'], additionalProperties: false, properties: { model: { type: 'string', maxLength: 64 }, prompt: { type: 'string', minLength: 1, maxLength: 2000 } } },
+    headers: { type: 'object', required: ['x-account-id'], properties: { 'x-account-id': { type: 'integer', minimum: 1 } } },
+  },
+}, async (req, reply) => {
+  const accountId = Number(req.headers['x-account-id'])
+  const { model, prompt } = req.body as { model: string; prompt: string }
+  const id = 'job_' + randomBytes(12).toString('base64url')
+  const now = new Date()
+  const remaining = await sql.begin(async (tx) => {
+    const [a] = await tx<{ credits: number }[]>`UPDATE bench_accounts SET credits = credits - ${PRICE}, updated_at = now() WHERE id = ${accountId} AND credits >= ${PRICE} RETURNING credits`
+    if (!a) return null
+    await tx`INSERT INTO bench_credit_entries (account_id, delta, kind, job_id, note) VALUES (${accountId}, ${-PRICE}, 'charge', ${id}, ${'image ' + model})`
+    await tx`INSERT INTO bench_jobs (id, account_id, type, model, status, prompt, request, credits_charged, estimated_seconds, provider, deadline_at, created_at, updated_at)
+      VALUES (${id}, ${accountId}, 'image', ${model}, 'submitted', ${prompt}, ${tx.json({ model, prompt } as any)}, ${PRICE}, ${ESTIMATED_SECONDS}, 'simulated', ${new Date(now.getTime() + 600_000)}, ${now}, ${now})`
+    return a.credits
+  })
+  if (remaining === null) return reply.code(402).send({ error: true, code: 'INSUFFICIENT_CREDITS' })
+  // "Submitted" to the simulated provider once committed; its clock starts now.
+  pending++
+  schedule({ id, accountId, model, prompt, submittedAt: Date.now(), createdAt: now, progress: 0 })
+  return reply.code(201).send({ id, status: 'submitted', model, credits_charged: PRICE, remaining_credits: remaining, estimated_seconds: ESTIMATED_SECONDS })
+})
+await app.listen({ host: '127.0.0.1', port: Number(process.env.PORT) })
+
+process.on('message', async (m: any) => {
+  if (m?.cmd === 'pending') { process.send!({ id: m.id, pending, progressUpdates, tickErrors }); return }
+  if (m?.cmd === 'completedBetween') {
+    const [r] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM bench_jobs WHERE status = ${m.status ?? 'completed'} AND completed_at >= ${new Date(m.from)} AND completed_at < ${new Date(m.to)}`
+    process.send!({ id: m.id, n: r.n })
+    return
+  }
+  if (m?.cmd === 'check') {
+    const [r] = await sql<Record<string, number>[]>`
+      SELECT (SELECT count(*)::int FROM bench_accounts a WHERE a.credits <> (SELECT coalesce(sum(delta), 0) FROM bench_credit_entries e WHERE e.account_id = a.id)) AS violations,
+        (SELECT count(*)::int FROM bench_jobs) AS jobs,
+        (SELECT count(*)::int FROM bench_jobs WHERE status NOT IN ('completed', 'failed', 'cancelled')) AS not_terminal,
+        (SELECT count(*)::int FROM bench_jobs WHERE status = 'completed') AS completed,
+        (SELECT count(*)::int FROM bench_credit_entries WHERE kind = 'charge') AS charges,
+        (SELECT count(*)::int FROM bench_credit_entries WHERE kind = 'refund') AS refunds,
+        (SELECT count(*)::int FROM (SELECT job_id FROM bench_credit_entries WHERE kind IN ('charge', 'refund') GROUP BY job_id, kind HAVING count(*) > 1) d) AS doubled,
+        (SELECT count(*)::int FROM bench_images) AS library,
+        (SELECT count(*)::int FROM bench_webhook_deliveries) AS outbox,
+        (SELECT count(*)::int FROM bench_jobs WHERE status = 'completed' AND account_id <= ${webhookAccounts}) AS outbox_expected`
+    process.send!({ id: m.id, ...r, progressUpdates, tickErrors, pending })
+  }
+})
+process.on('SIGTERM', () => {
+  app.close().then(() => sql.end({ timeout: 2 })).then(() => { rmSync(results, { recursive: true, force: true }); process.exit(0) })
+})
+process.send!({ type: 'ready' })

@@ -13,6 +13,8 @@
  *   on an idle machine, so the window sees the steady state, not the ramp. A side that keeps
  *   up completes as many per second as it creates (ratio 1); one that falls behind builds a
  *   backlog and the ratio shows by how much.
+ * - lifecycle/s: every job the round completed / (run time + drain time): jobs fully done per
+ *   second of wall time with nothing left over, the figure that does not depend on the window.
  * - CPU per job: utime+stime of the side's process (every thread) and of the PostgreSQL
  *   backends of the database (the scenario's own check connection excluded) from t0 until every
  *   job of the round is terminal and (service) every outbox row delivered, divided by the jobs
@@ -129,6 +131,7 @@ export function lifecycleScenario (name: string, simSpeed: number): Scenario {
             creations_per_s: creations,
             completions_per_s: completions,
             completion_ratio: creations > 0 ? completions / creations : NaN,
+            lifecycle_per_s: jobs / ((t2.getTime() - t0.getTime()) / 1000),
             completed_in_window: inWindow,
             window_s: windowS,
             jobs_completed: jobs,
@@ -155,7 +158,7 @@ export function lifecycleScenario (name: string, simSpeed: number): Scenario {
             { metric: 'completions_per_s', kind: 'ratio', baseline: b.name, op: '>=', value: 3 },
             { metric: 'completion_ratio', kind: 'absolute', op: '>=', value: 0.5 },
           ],
-          show: ['creations_per_s', 'completion_ratio', 'jobs_completed', 'jobs_failed', 'cpu_us_per_job', 'pg_cpu_us_per_job', 'total_cpu_us_per_job', 'drain_ms', 'p50_ms', 'p99_ms', 'errors', 'non2xx'],
+          show: ['creations_per_s', 'completion_ratio', 'lifecycle_per_s', 'jobs_completed', 'jobs_failed', 'cpu_us_per_job', 'pg_cpu_us_per_job', 'total_cpu_us_per_job', 'drain_ms', 'p50_ms', 'p99_ms', 'errors', 'non2xx'],
           notes: [`SIM_SPEED=${simSpeed}: each job takes ${durationMs} ms, polled every ${pollMs} ms; completions/s counted over [t0 + ${settleMs} ms, end of run]; ${o.connections} connections creating, ${ACCOUNTS} accounts, ${WEBHOOK_ACCOUNTS} with a webhook; CPU per job from t0 until the round drained (service figures include delivering its webhooks, the baseline only writes its outbox rows)`],
           after: async () => {
             const bc = await b.ask<Record<string, number>>({ cmd: 'check' })

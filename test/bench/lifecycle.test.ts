@@ -45,7 +45,7 @@ t.test('CPU hog: busy on its core until stopped', async (t) => {
   t.match(affinity, /affinity mask: 1\s*$/, 'pinned to core 0')
   await new Promise(resolve => setTimeout(resolve, 500))
   const r = hog.stop()
-  t.ok(r.cpuSeconds > 0.05, `it ran (${r.cpuSeconds.toFixed(2)} CPU s in ${r.seconds.toFixed(2)} s)`)
+  t.ok(r.cpuSeconds > 0.01, `it ran (${r.cpuSeconds.toFixed(2)} CPU s in ${r.seconds.toFixed(2)} s)`)
   t.ok(r.share > 0 && r.share <= 1.05, `share of one core ${r.share.toFixed(2)}`)
   t.same(hog.stop(), r, 'stop is idempotent')
   t.ok(await until(() => { try { process.kill(hog.pid, 0); return false } catch { return true } }, 2000, 20), 'the loop is gone')

@@ -24,6 +24,7 @@ import { RedisBus } from './redis.js'
 import { RedisRateLimiter } from './http/rate-limit-redis.js'
 import { createStorage } from './storage/index.js'
 import { UploadSweeper } from './storage/sweeper.js'
+import { Metrics } from './metrics.js'
 
 export interface App {
   port: number
@@ -90,6 +91,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const nodeId = process.env.NODE_ID || (await persistedSecret(config.dataDir, 'node-id')).value.slice(0, 16)
   const bus = config.redisUrl ? new RedisBus(config.redisUrl, config.redisPrefix, nodeId, log) : null
   const jobs = new JobCache()
+  const metrics = new Metrics()
   const sse = new SseHub(config.sseHeartbeatMs)
   jobs.onUpdate((_accountId, view) => sse.publish(view))
   const shards = new ShardPool({
@@ -101,6 +103,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     onRestart: (shard, n) => { jobs.dropActive(a => a % n === shard) },
     onEvent: (ev) => {
       if (ev.type !== 'job.updated') return
+      if (ev.job.status === 'completed' || ev.job.status === 'failed' || ev.job.status === 'cancelled') metrics.jobFinished(ev.job.status)
       jobs.update(ev.accountId, ev.job)
       bus?.publish({ t: 'job', a: ev.accountId, j: ev.job })
     },
@@ -120,9 +123,10 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const limiter = new RateLimiter()
   const metering = new Metering(sql, log, auth.lastUsed, config.meteringRetentionDays)
   const storage = await createStorage(config)
-  const services: Services = { config, sql, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, bus, redisLimiter: bus ? new RedisRateLimiter(bus.pub, config.redisPrefix) : null, nodeId, tickets: new Tickets(jwtSecret), version: await readVersion() }
+  const services: Services = { config, sql, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, bus, redisLimiter: bus ? new RedisRateLimiter(bus.pub, config.redisPrefix) : null, nodeId, tickets: new Tickets(jwtSecret), metrics, version: await readVersion() }
   const delivery = new DeliveryPool({ databaseUrl, config, version: services.version, onLog: (level, msg) => log[level](msg) }) // webhooks (DESIGN.md 2)
   await delivery.ready()
+  metrics.setSources({ sql, sseOpen: () => sse.size, workerStats: async () => { const [s, d] = await Promise.all([shards.stats(), delivery.stats()]); return d ? [...s, d] : s } })
 
   let doc: unknown = null
   const routes = allRoutes(() => doc, opts.routes)

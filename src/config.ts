@@ -23,6 +23,8 @@ export interface Config {
   redisUrl: string | undefined
   shards: number
   adminToken: string | undefined
+  /** METRICS_TOKEN: a Bearer token for GET /metrics only (ADMIN_TOKEN is accepted too). */
+  metricsToken: string | undefined
   jwtSecret: string | undefined
   simSpeed: number
   moderationTerms: string[]
@@ -120,6 +122,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, overrides: Par
     redisUrl: env.REDIS_URL || undefined,
     shards: int('SHARDS', env.SHARDS, Math.max(1, availableParallelism()), 1),
     adminToken: env.ADMIN_TOKEN || undefined,
+    metricsToken: env.METRICS_TOKEN || undefined,
     jwtSecret: env.JWT_SECRET || undefined,
     simSpeed: int('SIM_SPEED', env.SIM_SPEED, 1, 0.001),
     moderationTerms: list(env.MODERATION_TERMS).map(s => s.toLowerCase()),

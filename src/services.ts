@@ -12,6 +12,7 @@ import type { SseHub } from './http/sse.js'
 import type { Tickets } from './http/tickets.js'
 import type { RedisBus } from './redis.js'
 import type { RedisRateLimiter } from './http/rate-limit-redis.js'
+import type { Metrics } from './metrics.js'
 
 /** What route handlers can use. Built once by src/app.ts. */
 export interface Services {
@@ -38,6 +39,8 @@ export interface Services {
   tickets: Tickets
   /** Media storage (results, uploads). */
   storage: Storage
+  /** Prometheus registry and hooks (GET /metrics). */
+  metrics: Metrics
   /** Version string of this build (package.json). */
   version: string
 }

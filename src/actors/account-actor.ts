@@ -15,6 +15,7 @@ import type { Storage } from '../storage/storage.js'
 import type { GroupCommit } from './group-commit.js'
 import { JobActor, type JobHost } from './job-actor.js'
 import { Mailbox } from './mailbox.js'
+import { observeProvider } from '../worker-stats.js'
 import type { AccountView, BatchItemView, BatchView, CreatedJobView, JobCaller, JobSpec, ShardEvent, ShardRequests } from './protocol.js'
 
 export interface ActorDeps {
@@ -320,6 +321,7 @@ export class AccountActor implements JobHost {
     if (!provider.hasCapacity(pj)) {
       row.status = 'queued'
     } else {
+      const submitted = performance.now()
       submission = provider.submit(pj)
       let timer: NodeJS.Timeout | undefined
       const answer = await Promise.race([
@@ -327,6 +329,7 @@ export class AccountActor implements JobHost {
         new Promise<null>(resolve => { timer = setTimeout(() => resolve(null), this.deps.submitTimeoutMs) }),
       ])
       clearTimeout(timer)
+      observeProvider(provider.name, (performance.now() - submitted) / 1000, answer !== null && answer.ok) // metrics
       if (answer === null) {
         timedOut = true
       } else if (!answer.ok) {

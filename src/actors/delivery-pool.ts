@@ -1,6 +1,7 @@
 import { Worker } from 'node:worker_threads'
 import type { Config } from '../config.js'
 import type { DeliveryCommand, DeliveryInit, DeliveryReport } from './delivery-worker.js'
+import type { StatsSnapshot } from '../worker-stats.js'
 
 export interface DeliveryPoolOptions {
   databaseUrl: string
@@ -20,6 +21,8 @@ export class DeliveryPool {
   private closing = false
   /** Restarts so far (observability and tests). */
   restarts = 0
+  private statsSeq = 0
+  private readonly statsWaiters = new Map<number, (s: StatsSnapshot | null) => void>()
 
   constructor (private readonly opts: DeliveryPoolOptions) {
     const s = this.spawn()
@@ -33,6 +36,17 @@ export class DeliveryPool {
   /** Claim now instead of at the next poll (the worker also LISTENs for new outbox rows). */
   wake (): void { this.send({ type: 'wake' }) }
 
+  /** The worker's measurements for /metrics (src/metrics.ts); null if it does not answer within `timeoutMs`. */
+  stats (timeoutMs = 1000): Promise<StatsSnapshot | null> {
+    if (this.closing) return Promise.resolve(null)
+    const id = ++this.statsSeq
+    return new Promise(resolve => {
+      const timer = setTimeout(() => { this.statsWaiters.delete(id); resolve(null) }, timeoutMs)
+      this.statsWaiters.set(id, (s) => { clearTimeout(timer); this.statsWaiters.delete(id); resolve(s) })
+      this.worker.postMessage({ type: 'stats', id } satisfies DeliveryCommand)
+    })
+  }
+
   private send (m: DeliveryCommand): void {
     if (!this.closing) this.worker.postMessage(m)
   }
@@ -44,7 +58,10 @@ export class DeliveryPool {
     let failReady: (e: Error) => void = () => {}
     const ready = new Promise<void>((resolve, reject) => { markReady = resolve; failReady = reject })
     ready.catch(() => {})
-    worker.on('message', (m: DeliveryReport) => { if (m.type === 'ready') markReady() })
+    worker.on('message', (m: DeliveryReport) => {
+      if (m.type === 'ready') markReady()
+      else if (m.type === 'stats') this.statsWaiters.get(m.id)?.(m.stats)
+    })
     worker.on('error', (err) => {
       this.opts.onLog?.('error', `webhook delivery worker crashed: ${err?.stack ?? err}`)
       failReady(err)

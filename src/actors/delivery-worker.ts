@@ -9,6 +9,7 @@ import {
   outcomeOf, type AttemptResult,
 } from './delivery.js'
 import { GroupCommit } from './group-commit.js'
+import { observeDelivery, snapshotStats, type StatsSnapshot } from '../worker-stats.js'
 
 /** What the delivery worker is started with (src/actors/delivery-pool.ts). */
 export interface DeliveryInit {
@@ -18,9 +19,9 @@ export interface DeliveryInit {
 }
 
 /** Messages from the main thread. */
-export type DeliveryCommand = { type: 'wake' } | { type: 'stop'; graceMs: number }
+export type DeliveryCommand = { type: 'wake' } | { type: 'stop'; graceMs: number } | { type: 'stats'; id: number }
 /** Messages to the main thread. */
-export type DeliveryReport = { type: 'ready' } | { type: 'stopped' }
+export type DeliveryReport = { type: 'ready' } | { type: 'stopped' } | { type: 'stats'; id: number; stats: StatsSnapshot }
 
 /** Rows claimed per query; a full batch means more are due, so the loop claims again at once. */
 const BATCH = 200
@@ -135,6 +136,7 @@ class DeliveryLoop {
     const result = await this.attempt(d)
     if (result === null) return // stopped mid-request: the claim is released, nothing recorded
     const o = outcomeOf(result, attempt, { scale: this.cfg.scale, registered: d.webhook_id !== null })
+    observeDelivery(o.status === 'pending' ? 'retry' : o.status, (result.latencyMs ?? 0) / 1000) // metrics
     await this.commit.run(tx => recordAttempt(tx, {
       deliveryId: d.id,
       webhookId: d.webhook_id,
@@ -257,6 +259,7 @@ const listener = await sql.listen('webhook_deliveries', () => loop.wake()).catch
 
 parentPort!.on('message', (m: DeliveryCommand) => {
   if (m.type === 'wake') loop.wake()
+  else if (m.type === 'stats') parentPort!.postMessage({ type: 'stats', id: m.id, stats: snapshotStats() } satisfies DeliveryReport)
   else if (m.type === 'stop') {
     void (async () => {
       try {

@@ -1,4 +1,5 @@
 import type { Sql, Tx } from '../db/connect.js'
+import { observeCommit } from '../worker-stats.js'
 /** A unit of durable work: the SQL of one mutation, run inside a shared transaction. */
 export type Work<T> = (tx: Tx) => Promise<T>
 
@@ -43,6 +44,7 @@ export class GroupCommit {
   }
 
   private async commit (batch: Item[]): Promise<void> {
+    const started = performance.now()
     let results: unknown[]
     try {
       results = await this.sql.begin(async (tx) => {
@@ -70,6 +72,7 @@ export class GroupCommit {
     }
     this.stats.transactions++
     this.stats.items += batch.length
+    observeCommit(batch.length, (performance.now() - started) / 1000) // metrics (src/worker-stats.ts)
     for (let i = 0; i < batch.length; i++) batch[i].resolve(results[i])
   }
 }

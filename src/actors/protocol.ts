@@ -106,6 +106,8 @@ export interface ShardRequests {
   'account.violation': { req: { accountId: number }; res: { violations: number; banned: boolean } }
   /** Test and ops probe: answers after the shard's pending group commit is durable. */
   'shard.ping': { req: Record<never, never>; res: { shard: number; actors: number } }
+  /** Metrics scrape (src/metrics.ts): this shard's worker-side measurements. */
+  'shard.stats': { req: Record<never, never>; res: import('../worker-stats.js').StatsSnapshot }
 }
 
 export type ShardTag = keyof ShardRequests

@@ -120,6 +120,12 @@ export class ShardPool {
     }
   }
 
+  /** Every shard's measurements for /metrics (src/metrics.ts); a shard that does not answer in 1 s is left out. */
+  async stats (): Promise<Array<ShardRequests['shard.stats']['res']>> {
+    const all = await Promise.all(this.slots.map((_, i) => this.askShard(i, { type: 'shard.stats' }, 1000).catch(() => null)))
+    return all.filter((s): s is ShardRequests['shard.stats']['res'] => s !== null)
+  }
+
   /** Test hook: kills one worker as a crash would. */
   async crash (shard: number): Promise<void> { await this.slots[shard].worker.terminate() }
 

@@ -8,6 +8,7 @@ import { createStorage } from '../storage/index.js'
 import { AccountActor, type ActorDeps } from './account-actor.js'
 import { GroupCommit } from './group-commit.js'
 import { BatchedPort, decodeBatch } from './port.js'
+import { snapshotStats, trackMailboxes } from '../worker-stats.js'
 import type { Envelope, ShardInit, ShardMsg } from './protocol.js'
 
 /**
@@ -37,6 +38,8 @@ const deps: ActorDeps = {
   log: (level, msg, extra) => log[level](extra ?? {}, msg),
 }
 
+trackMailboxes(() => { let n = 0; for (const a of accounts.values()) n += a.mailbox.size; return n })
+
 function account (id: number): AccountActor {
   if (!Number.isSafeInteger(id) || id <= 0 || id % init.shards !== init.shard) throw new ApiError('INTERNAL_ERROR', `account ${id} routed to the wrong shard`)
   let a = accounts.get(id)
@@ -54,6 +57,7 @@ async function handle (msg: ShardMsg): Promise<unknown> {
     case 'job.cancel': return account(msg.accountId).cancel(msg.jobId)
     case 'batch.create': return account(msg.accountId).createBatch(msg)
     case 'shard.ping': await commit.idle(); return { shard: init.shard, actors: accounts.size }
+    case 'shard.stats': return snapshotStats()
   }
 }
 

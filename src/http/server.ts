@@ -55,6 +55,8 @@ interface Exchange {
   wrote: boolean
   /** A path parameter that is not valid percent-encoding: answered 400 INVALID_PARAM after authentication. */
   paramError: ApiError | null
+  /** Route pattern for metrics ('unmatched' for the 404 catch-all). */
+  route: string
 }
 
 /**
@@ -109,8 +111,8 @@ export class HttpServer {
     }
   }
 
-  private begin (res: HttpResponse, req: HttpRequest): Exchange {
-    const ex: Exchange = { res, aborted: false, format: 'json', requestId: '', started: performance.now(), caller: null, rate: null, abortHooks: null, wrote: false, paramError: null }
+  private begin (res: HttpResponse, req: HttpRequest, route = 'unmatched'): Exchange {
+    const ex: Exchange = { route, res, aborted: false, format: 'json', requestId: '', started: performance.now(), caller: null, rate: null, abortHooks: null, wrote: false, paramError: null }
     res.onAborted(() => {
       ex.aborted = true
       if (ex.abortHooks) for (const fn of ex.abortHooks.splice(0)) { try { fn() } catch {} }
@@ -122,7 +124,7 @@ export class HttpServer {
   }
 
   private handle (c: Compiled, res: HttpResponse, req: HttpRequest, head: boolean): void {
-    const ex = this.begin(res, req)
+    const ex = this.begin(res, req, c.route.path)
     // Copy everything from HttpRequest now: it is invalid after this function returns.
     const headers: Record<string, string> = {}
     req.forEach((k, v) => { headers[k] = v })
@@ -297,6 +299,7 @@ export class HttpServer {
       this.finish(ex, e.status, method, ctx, endpoint)
       return
     }
+    if (e.status === 429) this.services.metrics.refused(e.code) // GET /metrics
     const headers = this.baseHeaders(ex)
     if (e.headers) Object.assign(headers, e.headers)
     headers['Content-Type'] = CONTENT_TYPE[ex.format]
@@ -320,6 +323,7 @@ export class HttpServer {
       latency_ms: ms,
       request_id: ex.requestId,
     })
+    this.services.metrics.request(ex.route, method, status, ms) // GET /metrics (src/metrics.ts)
   }
 
   listen (host: string, port: number): Promise<number> {

@@ -26,6 +26,12 @@ export class CircuitBreaker {
     return true
   }
 
+  /** For metrics: 0 closed, 1 half-open (a trial may go or is in flight), 2 open. */
+  get state (): number {
+    if (this.failures < this.threshold) return 0
+    return Date.now() < this.openUntil ? 2 : 1
+  }
+
   get open (): boolean { return this.failures >= this.threshold && Date.now() < this.openUntil }
 
   success (): void { this.failures = 0; this.trialInFlight = false }

@@ -3,6 +3,7 @@ import type { Storage } from '../storage/storage.js'
 import { CircuitBreaker } from './circuit-breaker.js'
 import type { Provider } from './provider.js'
 import { SimulatedProvider } from './simulated.js'
+import { trackBreaker } from '../worker-stats.js'
 
 export interface ProviderEntry { provider: Provider; breaker: CircuitBreaker }
 
@@ -17,6 +18,7 @@ export class Providers {
 
   constructor (config: Config, storage: Storage) {
     this.byName.set('simulated', { provider: new SimulatedProvider(storage, config.simSpeed), breaker: new CircuitBreaker() })
+    for (const [name, e] of this.byName) trackBreaker(name, () => e.breaker.state) // metrics
     this.routes = { '*': 'simulated', ...config.providerRoutes }
     for (const [model, name] of Object.entries(this.routes)) {
       if (!this.byName.has(name)) throw new Error(`PROVIDER_ROUTES: model ${model} names unknown provider ${name} (available: ${[...this.byName.keys()].join(', ')})`)

@@ -107,6 +107,7 @@ async function create (ctx: RouteContext, validate: (body: unknown, o: ValidateO
     fingerprint: idempotencyKey !== undefined ? fingerprint(ctx) : undefined,
   }, 60_000)
   if (!r.replayed) ctx.meter.credits = r.created.credits_charged
+  if (!r.replayed) ctx.services.metrics.jobCreated(spec.type, spec.model)
   const generated = !r.replayed && ctx.body && typeof ctx.body === 'object' && (ctx.body as Record<string, unknown>).webhook_secret === undefined && spec.request.webhook_url
   return { status: r.replayed ? 200 : 201, body: generated ? { ...r.created, webhook_secret: spec.request.webhook_secret } : r.created }
 }
@@ -196,6 +197,7 @@ export const routes: Route[] = [
       }, 120_000)
       if (!view.replayed) {
         ctx.meter.credits = view.credits_charged
+        for (const r of view.results) if (r.job && r.type) ctx.services.metrics.jobCreated(r.type, r.job.model)
         for (const r of view.results) if (r.job && generated.has(r.index)) r.job = { ...r.job, webhook_secret: generated.get(r.index) }
       }
       return { status: 200, body: view }

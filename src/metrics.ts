@@ -1,0 +1,169 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import type { Sql } from './db/connect.js'
+import type { HistSnap, StatsSnapshot } from './worker-stats.js'
+
+type Child<T> = { inc: (n?: number) => void } & T
+/** One exposition row as prom-client's Registry reads it. */
+interface Row { value: number; labels: Record<string, string | number>; metricName?: string }
+
+/**
+ * A Prometheus metric whose values are computed at scrape time from worker snapshots
+ * (src/worker-stats.ts). prom-client's Registry only needs `name`, `help`, `type` and `get()`.
+ */
+class Collected {
+  readonly aggregator = 'sum'
+  constructor (readonly name: string, readonly help: string, readonly type: 'histogram' | 'gauge' | 'counter', private readonly read: () => Row[]) {}
+  get (): { name: string; help: string; type: string; aggregator: string; values: Row[] } {
+    return { name: this.name, help: this.help, type: this.type as any, aggregator: 'sum', values: this.read() }
+  }
+
+  reset (): void {}
+}
+
+function addHist (into: Map<string, HistSnap>, key: string, h: HistSnap): void {
+  const cur = into.get(key)
+  if (!cur) { into.set(key, { buckets: h.buckets, counts: [...h.counts], sum: h.sum, count: h.count }); return }
+  for (let i = 0; i < h.counts.length; i++) cur.counts[i] += h.counts[i]
+  cur.sum += h.sum
+  cur.count += h.count
+}
+
+/** Prometheus exposition rows of a histogram (cumulative buckets). */
+function histValues (name: string, h: HistSnap, labels: Record<string, string>): Row[] {
+  const out: Row[] = []
+  let acc = 0
+  for (let i = 0; i < h.buckets.length; i++) {
+    acc += h.counts[i]
+    out.push({ metricName: `${name}_bucket`, labels: { ...labels, le: h.buckets[i] }, value: acc })
+  }
+  acc += h.counts[h.buckets.length]
+  out.push({ metricName: `${name}_bucket`, labels: { ...labels, le: '+Inf' }, value: acc })
+  out.push({ metricName: `${name}_sum`, labels, value: h.sum })
+  out.push({ metricName: `${name}_count`, labels, value: h.count })
+  return out
+}
+
+/** Where scrape-time values come from (set by src/app.ts once the pools exist). */
+export interface MetricSources {
+  /** One snapshot per worker thread (shards and the delivery worker); a worker that does not answer is left out. */
+  workerStats: () => Promise<StatsSnapshot[]>
+  sql: Sql
+  sseOpen: () => number
+}
+
+const NON_TERMINAL = ['queued', 'submitted', 'processing']
+
+/**
+ * The main thread's Prometheus registry (DESIGN.md 7 "Metrics", issue 14). The request hook is
+ * one call per answered request; its label children are cached in nested maps keyed by route
+ * path, method and status, so the hot path does no label-object lookups or string building.
+ */
+export class Metrics {
+  readonly registry = new Registry()
+  private readonly requests: Counter<'route' | 'method' | 'status'>
+  private readonly duration: Histogram<'route'>
+  private readonly created: Counter<'type' | 'model'>
+  private readonly refusals: Counter<'reason'>
+  private readonly finished: Counter<'status'>
+  private readonly reqChildren = new Map<string, Map<string, Map<number, Child<object>>>>()
+  private readonly durChildren = new Map<string, { observe: (v: number) => void }>()
+  private readonly createdChildren = new Map<string, Map<string, Child<object>>>()
+  private sources: MetricSources | null = null
+  /** The last scrape's worker snapshots, read by the collected metrics below. */
+  private snaps: StatsSnapshot[] = []
+  private jobsByState: Record<string, number> = {}
+  private outboxLagSeconds = 0
+  private outboxPending = 0
+
+  constructor () {
+    const registers = [this.registry]
+    this.requests = new Counter({ name: 'genjobs_http_requests_total', help: 'HTTP requests answered, by route pattern, method and status', labelNames: ['route', 'method', 'status'], registers })
+    this.duration = new Histogram({ name: 'genjobs_http_request_duration_seconds', help: 'Time from request to answer, by route pattern', labelNames: ['route'], buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10], registers })
+    this.created = new Counter({ name: 'genjobs_jobs_created_total', help: 'Jobs created (not replays), by type and model', labelNames: ['type', 'model'], registers })
+    this.refusals = new Counter({ name: 'genjobs_refusals_total', help: 'Requests refused with 429, by reason (RATE_LIMIT_EXCEEDED, concurrency_limit_reached, TOO_MANY_STREAMS)', labelNames: ['reason'], registers })
+    this.finished = new Counter({ name: 'genjobs_jobs_finished_total', help: 'Jobs that reached a terminal state on this node, by status', labelNames: ['status'], registers })
+    const self = this
+    new Gauge({ name: 'genjobs_sse_streams_open', help: 'SSE streams open on this node', registers, collect () { this.set(self.sources?.sseOpen() ?? 0) } })
+    new Gauge({ name: 'genjobs_jobs', help: 'Jobs in a non-terminal state (all nodes, from PostgreSQL), by state', labelNames: ['state'], registers, collect () { for (const s of NON_TERMINAL) this.set({ state: s }, self.jobsByState[s] ?? 0) } })
+    new Gauge({ name: 'genjobs_outbox_lag_seconds', help: 'Age of the oldest webhook delivery that is due and not yet delivered (0 when none)', registers, collect () { this.set(self.outboxLagSeconds) } })
+    new Gauge({ name: 'genjobs_outbox_pending', help: 'Webhook deliveries waiting (pending) in the outbox', registers, collect () { this.set(self.outboxPending) } })
+    const sumHist = (name: string, pick: (s: StatsSnapshot) => HistSnap) => () => {
+      const m = new Map<string, HistSnap>()
+      for (const s of this.snaps) addHist(m, '', pick(s))
+      const h = m.get('')
+      return h ? histValues(name, h, {}) : []
+    }
+    const reg = (c: Collected) => this.registry.registerMetric(c as any)
+    reg(new Collected('genjobs_group_commit_batch_size', 'Items per group-commit transaction (all shards and the delivery worker)', 'histogram', sumHist('genjobs_group_commit_batch_size', s => s.commitBatch)))
+    reg(new Collected('genjobs_group_commit_seconds', 'Group-commit transaction latency', 'histogram', sumHist('genjobs_group_commit_seconds', s => s.commitSeconds)))
+    reg(new Collected('genjobs_shard_mailbox_depth', 'Messages queued in actor mailboxes, all shards', 'gauge', () => [{ labels: {}, value: this.snaps.reduce((n, s) => n + s.mailboxDepth, 0) }]))
+    reg(new Collected('genjobs_provider_seconds', 'Provider call latency (submissions), by provider', 'histogram', () => {
+      const m = new Map<string, HistSnap>()
+      for (const s of this.snaps) for (const [k, h] of Object.entries(s.providerSeconds)) addHist(m, k, h)
+      return [...m].flatMap(([k, h]) => histValues('genjobs_provider_seconds', h, { provider: k }))
+    }))
+    reg(new Collected('genjobs_provider_errors_total', 'Provider calls that failed or timed out, by provider', 'counter', () => {
+      const m = new Map<string, number>()
+      for (const s of this.snaps) for (const [k, n] of Object.entries(s.providerErrors)) m.set(k, (m.get(k) ?? 0) + n)
+      return [...m].map(([k, n]) => ({ labels: { provider: k }, value: n }))
+    }))
+    reg(new Collected('genjobs_provider_breaker_state', 'Circuit breaker per provider: 0 closed, 1 half-open, 2 open (the worst over shards)', 'gauge', () => {
+      const m = new Map<string, number>()
+      for (const s of this.snaps) for (const [k, n] of Object.entries(s.breakers)) m.set(k, Math.max(m.get(k) ?? 0, n))
+      return [...m].map(([k, n]) => ({ labels: { provider: k }, value: n }))
+    }))
+    reg(new Collected('genjobs_webhook_deliveries_total', 'Webhook delivery attempts by outcome (delivered, retry, failed, disabled)', 'counter', () => {
+      const m = new Map<string, number>([['delivered', 0], ['retry', 0], ['failed', 0], ['disabled', 0]])
+      for (const s of this.snaps) for (const [k, n] of Object.entries(s.deliveries)) m.set(k, (m.get(k) ?? 0) + n)
+      return [...m].map(([k, n]) => ({ labels: { outcome: k }, value: n }))
+    }))
+    reg(new Collected('genjobs_webhook_delivery_seconds', 'Webhook POST latency', 'histogram', sumHist('genjobs_webhook_delivery_seconds', s => s.deliverySeconds)))
+  }
+
+  setSources (s: MetricSources): void { this.sources = s }
+
+  /** The request hook (src/http/server.ts): one call per answered request. */
+  request (route: string, method: string, status: number, ms: number): void {
+    let byMethod = this.reqChildren.get(route)
+    if (byMethod === undefined) { byMethod = new Map(); this.reqChildren.set(route, byMethod) }
+    let byStatus = byMethod.get(method)
+    if (byStatus === undefined) { byStatus = new Map(); byMethod.set(method, byStatus) }
+    let c = byStatus.get(status)
+    if (c === undefined) { c = this.requests.labels(route, method, String(status)); byStatus.set(status, c) }
+    c.inc()
+    let d = this.durChildren.get(route)
+    if (d === undefined) { d = this.duration.labels(route); this.durChildren.set(route, d) }
+    d.observe(ms / 1000)
+  }
+
+  /** A 429 refusal, by its error code. */
+  refused (code: string): void { this.refusals.labels(code).inc() }
+
+  jobCreated (type: string, model: string): void {
+    let byModel = this.createdChildren.get(type)
+    if (byModel === undefined) { byModel = new Map(); this.createdChildren.set(type, byModel) }
+    let c = byModel.get(model)
+    if (c === undefined) { c = this.created.labels(type, model); byModel.set(model, c) }
+    c.inc()
+  }
+
+  jobFinished (status: string): void { this.finished.labels(status).inc() }
+
+  /** The exposition text; gathers worker snapshots and the PostgreSQL gauges first. */
+  async scrape (): Promise<string> {
+    const src = this.sources
+    if (src) {
+      const [snaps, states, outbox] = await Promise.all([
+        src.workerStats(),
+        src.sql<{ status: string; n: number }[]>`SELECT status, count(*)::int AS n FROM jobs WHERE status IN ('queued', 'submitted', 'processing') GROUP BY status`.catch(() => null),
+        src.sql<{ lag: number | null; pending: number }[]>`
+          SELECT extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE next_attempt_at <= now()))::float8 AS lag, count(*)::int AS pending
+          FROM webhook_deliveries WHERE status = 'pending'`.catch(() => null),
+      ])
+      this.snaps = snaps
+      if (states) this.jobsByState = Object.fromEntries(states.map(r => [r.status, r.n]))
+      if (outbox) { this.outboxLagSeconds = Math.max(0, outbox[0]?.lag ?? 0); this.outboxPending = outbox[0]?.pending ?? 0 }
+    }
+    return this.registry.metrics()
+  }
+}

@@ -1,0 +1,149 @@
+// GET /metrics (DESIGN.md 7 "Metrics", issue 14): Prometheus text behind METRICS_TOKEN or
+// ADMIN_TOKEN; after known traffic each counter moved by exactly the traffic's amount, and the
+// values measured in worker threads (group commit, providers, webhook deliveries) reach it.
+import t from 'tap'
+import { startReceiver } from '../fixtures/webhook-receiver.js'
+import { ADMIN_TOKEN, createUser, startServer } from '../helpers/server.js'
+import { openSse } from '../helpers/sse.js'
+
+const METRICS_TOKEN = 'metrics-token-0123456789abcdef'
+const rx = await startReceiver()
+t.teardown(() => rx.close())
+
+const s = await startServer(t, {
+  // veo3-fast (110 s) takes 5.5 s: long enough to hold an SSE stream open on it.
+  SIM_SPEED: '20',
+  METRICS_TOKEN,
+  WEBHOOK_ALLOWLIST: `127.0.0.1:${rx.port}`,
+  WEBHOOK_RETRY_SCALE: '0.001',
+  TIER_LIMITS: JSON.stringify({ free: { rpm: 100000, max_concurrent: 1000 }, session: { rpm: 3, max_concurrent: 1000 } }),
+})
+
+/** Series -> value, e.g. `genjobs_http_requests_total{route="/v1/jobs/:id",method="GET",status="200"}`. */
+function parse (text: string): Map<string, number> {
+  const m = new Map<string, number>()
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue
+    const i = line.lastIndexOf(' ')
+    m.set(line.slice(0, i), Number(line.slice(i + 1)))
+  }
+  return m
+}
+
+async function scrape (token = ADMIN_TOKEN): Promise<Map<string, number>> {
+  const r = await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })
+  if (r.status !== 200) throw new Error(`metrics: ${r.status}`)
+  return parse(await r.text())
+}
+
+const sleep = (ms: number) => new Promise<void>(resolve => setTimeout(resolve, ms))
+async function until<T> (what: string, fn: () => Promise<T | null | undefined | false>, ms = 15000): Promise<T> {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const v = await fn()
+    if (v) return v
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(50)
+  }
+}
+
+t.test('GET /metrics without or with a wrong token is 401 in the error envelope', async t => {
+  const none = await s.req('GET', '/metrics')
+  t.equal(none.status, 401)
+  t.equal(none.body.code, 'AUTH_REQUIRED')
+  t.equal(none.body.error, true)
+  const wrong = await s.req('GET', '/metrics', { headers: { authorization: 'Bearer not-the-token' } })
+  t.equal(wrong.status, 401)
+  t.equal(wrong.body.code, 'TOKEN_INVALID')
+  const key = await s.req('GET', '/metrics', { headers: { authorization: `Bearer ${METRICS_TOKEN}x` } })
+  t.equal(key.status, 401, 'a token that only starts like METRICS_TOKEN is refused')
+})
+
+t.test('both METRICS_TOKEN and ADMIN_TOKEN read Prometheus text with genjobs_ names', async t => {
+  for (const token of [METRICS_TOKEN, ADMIN_TOKEN]) {
+    const r = await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })
+    t.equal(r.status, 200)
+    t.match(r.headers.get('content-type'), /^text\/plain; version=0\.0\.4/)
+    const text = await r.text()
+    for (const name of ['genjobs_http_requests_total', 'genjobs_http_request_duration_seconds', 'genjobs_jobs_created_total', 'genjobs_sse_streams_open', 'genjobs_webhook_deliveries_total', 'genjobs_group_commit_batch_size', 'genjobs_group_commit_seconds', 'genjobs_shard_mailbox_depth', 'genjobs_outbox_lag_seconds', 'genjobs_provider_seconds', 'genjobs_provider_breaker_state', 'genjobs_refusals_total', 'genjobs_jobs']) {
+      t.match(text, new RegExp(`^# TYPE ${name} `, 'm'), `${name} is exposed`)
+    }
+    for (const line of text.split('\n')) {
+      if (line && !line.startsWith('#') && !line.startsWith('genjobs_')) t.fail(`series without the genjobs_ prefix: ${line}`)
+    }
+  }
+})
+
+t.test('counters move by exactly the traffic sent', async t => {
+  const u = await createUser(s, { credits: 1000 })
+  const sessionUser = await createUser(s, { withKey: false })
+  const path = '/hook-metrics'
+  const secret = 'metrics-hook-secret-0123456789'
+  rx.route(path, secret, [500]) // the first delivery fails once, then every answer is 200
+  const hook = await s.req('POST', '/v1/webhooks', { key: u.key, body: { url: rx.url(path), events: ['job.completed', 'job.failed'], secret } })
+  t.equal(hook.status, 201)
+
+  const before = await scrape()
+  const v = (m: Map<string, number>, k: string) => m.get(k) ?? 0
+  const diff = (after: Map<string, number>, k: string) => v(after, k) - v(before, k)
+
+  // Two image jobs and one video job; one refused submission ([sim:reject]) creates none.
+  const ids: string[] = []
+  for (let i = 0; i < 2; i++) {
+    const r = await s.req('POST', '/v1/generate/image', { key: u.key, body: { model: 'nano-banana', prompt: `a red apple ${i}` } })
+    t.equal(r.status, 201)
+    ids.push(r.body.id)
+  }
+  const vid = await s.req('POST', '/v1/generate/video', { key: u.key, body: { model: 'veo3-fast', prompt: 'a cat surfing', aspect_ratio: '16:9' } })
+  t.equal(vid.status, 201)
+  const rej = await s.req('POST', '/v1/generate/image', { key: u.key, body: { model: 'nano-banana', prompt: 'apple [sim:reject]' } })
+  t.equal(rej.status, 502)
+  // Five reads of one job, three unmatched paths.
+  for (let i = 0; i < 5; i++) t.equal((await s.req('GET', `/v1/jobs/${ids[0]}`, { key: u.key })).status, 200)
+  for (let i = 0; i < 3; i++) t.equal((await s.req('GET', `/nope/${i}`)).status, 404)
+  // Session tier here: 3 requests a minute, so 2 of 5 are refused.
+  const codes: number[] = []
+  for (let i = 0; i < 5; i++) codes.push((await s.req('GET', '/v1/credits', { jwt: sessionUser.jwt })).status)
+  t.same(codes, [200, 200, 200, 429, 429])
+
+  // One SSE stream on the running video.
+  const stream = await openSse(`${s.url}/v1/sse/jobs/${vid.body.id}`, { 'x-api-key': u.key })
+  t.equal(stream.status, 200)
+  await stream.waitFor(e => e.event === 'status')
+  const open = await scrape()
+  t.equal(v(open, 'genjobs_sse_streams_open') - v(before, 'genjobs_sse_streams_open'), 1, 'one SSE stream open')
+  t.ok(v(open, 'genjobs_jobs{state="processing"}') + v(open, 'genjobs_jobs{state="submitted"}') >= 1, 'the running video counts as a job in a non-terminal state')
+  stream.abort()
+
+  // Both image jobs' deliveries (one retried) and the video's.
+  const delivered = await until('webhook deliveries', async () => {
+    const m = await scrape()
+    return diff(m, 'genjobs_webhook_deliveries_total{outcome="delivered"}') >= 3 && m
+  }, 20000)
+  const after = await until('the SSE gauge back to its level', async () => {
+    const m = await scrape()
+    return v(m, 'genjobs_sse_streams_open') === v(before, 'genjobs_sse_streams_open') && m
+  })
+
+  t.equal(diff(after, 'genjobs_jobs_created_total{type="image",model="nano-banana"}'), 2, 'two image jobs created')
+  t.equal(diff(after, 'genjobs_jobs_created_total{type="video",model="veo3-fast"}'), 1, 'one video job created')
+  t.equal(diff(after, 'genjobs_http_requests_total{route="/v1/generate/image",method="POST",status="201"}'), 2)
+  t.equal(diff(after, 'genjobs_http_requests_total{route="/v1/generate/image",method="POST",status="502"}'), 1)
+  t.equal(diff(after, 'genjobs_http_requests_total{route="/v1/jobs/:id",method="GET",status="200"}'), 5, 'five job reads')
+  t.equal(diff(after, 'genjobs_http_requests_total{route="unmatched",method="GET",status="404"}'), 3, 'unmatched paths share one series')
+  t.equal(diff(after, 'genjobs_http_requests_total{route="/v1/credits",method="GET",status="429"}'), 2)
+  t.equal(diff(after, 'genjobs_refusals_total{reason="RATE_LIMIT_EXCEEDED"}'), 2, 'two rate-limit refusals')
+  t.equal(diff(after, 'genjobs_http_request_duration_seconds_count{route="/v1/jobs/:id"}'), 5, 'the latency histogram saw the five reads')
+  t.equal(diff(after, 'genjobs_http_request_duration_seconds_bucket{le="+Inf",route="/v1/jobs/:id"}'), 5)
+  t.equal(diff(delivered, 'genjobs_webhook_deliveries_total{outcome="retry"}'), 1, 'the failed first attempt counts as a retry')
+  t.equal(diff(after, 'genjobs_webhook_deliveries_total{outcome="delivered"}'), 3, 'three deliveries succeeded')
+  t.equal(diff(after, 'genjobs_provider_seconds_count{provider="simulated"}'), 4, 'four provider submissions timed')
+  t.equal(diff(after, 'genjobs_provider_errors_total{provider="simulated"}'), 1, 'one refused submission')
+  t.equal(v(after, 'genjobs_provider_breaker_state{provider="simulated"}'), 0, 'breaker closed')
+  t.ok(diff(after, 'genjobs_group_commit_batch_size_count') >= 3, 'group commits were measured in the shards')
+  t.ok(diff(after, 'genjobs_group_commit_seconds_sum') > 0)
+  t.ok(diff(after, 'genjobs_jobs_finished_total{status="completed"}') >= 3, 'the three jobs finished')
+  t.equal(v(after, 'genjobs_outbox_pending'), 0, 'outbox drained')
+  t.equal(v(after, 'genjobs_outbox_lag_seconds'), 0)
+  t.type(after.get('genjobs_shard_mailbox_depth'), 'number')
+})

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { pino, type Logger } from 'pino'
+import type { Logger } from 'pino'
 import { DeliveryPool } from './actors/delivery-pool.js'
 import { ShardPool } from './actors/shard-pool.js'
 import type { Config } from './config.js'
@@ -25,6 +25,7 @@ import { RedisRateLimiter } from './http/rate-limit-redis.js'
 import { createStorage } from './storage/index.js'
 import { UploadSweeper } from './storage/sweeper.js'
 import { Metrics } from './metrics.js'
+import { createLogger } from './log.js'
 
 export interface App {
   port: number
@@ -63,7 +64,7 @@ async function persistedSecret (dataDir: string, name: string): Promise<{ value:
 
 /** Boots the whole service (src/main.ts only adds signals). Used by tests with PORT 0. */
 export async function createApp (config: Config, opts: AppOptions = {}): Promise<App> {
-  const log = opts.logger ?? pino({ level: config.logLevel })
+  const log = opts.logger ?? createLogger(config.logLevel, { secrets: [config.adminToken ?? '', config.jwtSecret ?? '', config.metricsToken ?? ''] })
   let embedded: EmbeddedDb | null = null
   let databaseUrl = config.databaseUrl
   if (!databaseUrl) {

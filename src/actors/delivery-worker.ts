@@ -1,5 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads'
-import { pino, type Logger } from 'pino'
+import type { Logger } from 'pino'
+import { createLogger } from '../log.js'
 import { Agent, request } from 'undici'
 import type { Config } from '../config.js'
 import { connect, type Sql } from '../db/connect.js'
@@ -238,7 +239,7 @@ async function readSnippet (body: AsyncIterable<Buffer> & { destroy?: () => void
 
 const init = workerData as DeliveryInit
 const config = init.config
-const log = pino({ level: config.logLevel, base: { worker: 'delivery' } })
+const log = createLogger(config.logLevel, { base: { worker: 'delivery' }, secrets: [config.adminToken ?? '', config.jwtSecret ?? '', config.metricsToken ?? ''] })
 const sql = connect(init.databaseUrl, { max: 3 })
 const agent = new Agent({
   connect: guardedConnector({ allowlist: config.webhookAllowlist, timeoutMs: DELIVERY_TIMEOUT_MS }),

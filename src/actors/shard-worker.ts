@@ -1,5 +1,5 @@
 import { parentPort, workerData } from 'node:worker_threads'
-import { pino } from 'pino'
+import { createLogger } from '../log.js'
 import { ApiError } from '../errors.js'
 import { connect } from '../db/connect.js'
 import { claimJobs, LEASE_MS, renewLeases } from '../db/jobs.js'
@@ -18,7 +18,7 @@ import type { Envelope, ShardInit, ShardMsg } from './protocol.js'
  */
 const init = workerData as ShardInit
 const config = init.config
-const log = pino({ level: config.logLevel, base: { shard: init.shard } })
+const log = createLogger(config.logLevel, { base: { shard: init.shard }, secrets: [config.adminToken ?? '', config.jwtSecret ?? '', config.metricsToken ?? ''] })
 const sql = connect(init.databaseUrl, { max: 4 })
 const commit = new GroupCommit(sql)
 const accounts = new Map<number, AccountActor>()

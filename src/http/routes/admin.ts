@@ -1,12 +1,13 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { ApiError } from '../../errors.js'
 import { createAccount, ledgerTotals, updateFlags } from '../../db/accounts.js'
-import { accountExists, insertAsset } from '../../db/admin.js'
+import { accountExists, insertAsset, listAccounts } from '../../db/admin.js'
 import { countActiveKeys } from '../../db/keys.js'
 import { tierOf } from '../auth.js'
 import type { Route, RouteContext } from '../route.js'
 import { intParam } from '../validate.js'
 import { Email, Password } from './auth.js'
+import { ListOf, page, Paging } from './jobs.js'
 
 const CreateAccount = Type.Object({
   email: Email,
@@ -42,6 +43,19 @@ export const AdminAccount = Type.Object({
   active_keys: Type.Integer(),
   ledger: Type.Object({ entries: Type.Integer(), sum: Type.Integer(), by_kind: Type.Record(Type.String(), Type.Integer()) }),
 })
+const AccountSummary = Type.Object({
+  user_id: Type.Integer(),
+  email: Type.String(),
+  credits: Type.Integer(),
+  tier: Type.String(),
+  email_verified: Type.Boolean(),
+  banned: Type.Boolean(),
+  credits_locked: Type.Boolean(),
+  has_purchased: Type.Boolean(),
+  enterprise: Type.Boolean(),
+  created_at: Type.String({ format: 'date-time' }),
+})
+const AccountsQuery = Type.Object({ q: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })), ...Paging })
 const IdParams = Type.Object({ id: Type.Integer({ minimum: 1 }) })
 
 async function accountId (ctx: RouteContext): Promise<number> {
@@ -89,6 +103,35 @@ export const routes: Route[] = [
       const a = await createAccount(s.sql, { email: b.email, passwordHash: await s.passwords.hash(b.password), verified: b.verified ?? false, credits: b.credits ?? 200, note: 'operator account creation' })
       if (!a) throw new ApiError('CONFLICT', 'An account with this email already exists', { param: 'email' })
       return { status: 201, body: { user_id: a.id, email: a.email, credits: a.credits } }
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/admin/accounts',
+    auth: 'admin',
+    summary: 'List accounts, newest first; q filters by part of the email',
+    tag: 'Operator',
+    schema: { query: AccountsQuery, response: { 200: ListOf(AccountSummary) } },
+    async handler (ctx) {
+      const q = Object.fromEntries(ctx.query) as unknown as Static<typeof AccountsQuery>
+      const limit = Number(q.limit ?? 20)
+      const offset = Number(q.offset ?? 0)
+      const { rows, total } = await listAccounts(ctx.services.sql, { q: q.q, limit, offset })
+      return {
+        headers: { 'Cache-Control': 'no-store' },
+        body: page(rows.map(r => ({
+          user_id: r.id,
+          email: r.email,
+          credits: r.credits,
+          tier: tierOf({ enterprise: r.enterprise, hasPurchased: r.has_purchased }),
+          email_verified: r.email_verified,
+          banned: r.banned,
+          credits_locked: r.credits_locked,
+          has_purchased: r.has_purchased,
+          enterprise: r.enterprise,
+          created_at: r.created_at.toISOString(),
+        })), total, limit, offset),
+      }
     },
   },
   {

@@ -9,6 +9,8 @@ import { routes as files } from './files.js'
 import { routes as generate } from './generate.js'
 import { routes as jobs } from './jobs.js'
 import { routes as keys } from './keys.js'
+import { routes as dashboard } from './dashboard.js'
+import { routes as ledger } from './ledger.js'
 import { routes as library } from './library.js'
 import { routes as metrics } from './metrics.js'
 import { routes as sse } from './sse.js'
@@ -19,5 +21,5 @@ import { routes as webhooks } from './webhooks.js'
 
 /** Every route of the service, in OpenAPI order. `openapi` is read lazily (it lists these). */
 export function allRoutes (openapi: () => unknown, extra: Route[] = []): Route[] {
-  return [...systemRoutes(openapi), ...docs, ...catalog, ...extra, ...generate, ...jobs, ...library, ...assets, ...credits, ...usage, ...sse, ...webhooks, ...uploads, ...auth, ...keys, ...admin, ...metrics, ...files]
+  return [...systemRoutes(openapi), ...docs, ...catalog, ...extra, ...generate, ...jobs, ...library, ...assets, ...credits, ...ledger, ...usage, ...sse, ...webhooks, ...uploads, ...auth, ...keys, ...admin, ...metrics, ...dashboard, ...files]
 }

@@ -1,6 +1,6 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { Counter, Gauge, Registry } from 'prom-client'
 import type { Sql } from './db/connect.js'
-import type { HistSnap, StatsSnapshot } from './worker-stats.js'
+import { Hist, type HistSnap, type StatsSnapshot } from './worker-stats.js'
 
 type Child<T> = { inc: (n?: number) => void } & T
 /** One exposition row as prom-client's Registry reads it. */
@@ -51,22 +51,23 @@ export interface MetricSources {
   sseOpen: () => number
 }
 
+const HTTP_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10]
 const NON_TERMINAL = ['queued', 'submitted', 'processing']
 
 /**
  * The main thread's Prometheus registry (DESIGN.md 7 "Metrics", issue 14). The request hook is
- * one call per answered request; its label children are cached in nested maps keyed by route
+ * one call per answered request; its cells are plain counters in nested maps keyed by route
  * path, method and status, so the hot path does no label-object lookups or string building.
  */
 export class Metrics {
   readonly registry = new Registry()
-  private readonly requests: Counter<'route' | 'method' | 'status'>
-  private readonly duration: Histogram<'route'>
   private readonly created: Counter<'type' | 'model'>
   private readonly refusals: Counter<'reason'>
   private readonly finished: Counter<'status'>
-  private readonly reqChildren = new Map<string, Map<string, Map<number, Child<object>>>>()
-  private readonly durChildren = new Map<string, { observe: (v: number) => void }>()
+  /** Request counts by route pattern, method and status: plain cells, no label hashing per request. */
+  private readonly reqCells = new Map<string, Map<string, Map<number, { n: number }>>>()
+  /** Request latency (seconds) by route pattern. */
+  private readonly durations = new Map<string, Hist>()
   private readonly createdChildren = new Map<string, Map<string, Child<object>>>()
   private sources: MetricSources | null = null
   /** The last scrape's worker snapshots, read by the collected metrics below. */
@@ -77,8 +78,6 @@ export class Metrics {
 
   constructor () {
     const registers = [this.registry]
-    this.requests = new Counter({ name: 'genjobs_http_requests_total', help: 'HTTP requests answered, by route pattern, method and status', labelNames: ['route', 'method', 'status'], registers })
-    this.duration = new Histogram({ name: 'genjobs_http_request_duration_seconds', help: 'Time from request to answer, by route pattern', labelNames: ['route'], buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10], registers })
     this.created = new Counter({ name: 'genjobs_jobs_created_total', help: 'Jobs created (not replays), by type and model', labelNames: ['type', 'model'], registers })
     this.refusals = new Counter({ name: 'genjobs_refusals_total', help: 'Requests refused with 429, by reason (RATE_LIMIT_EXCEEDED, concurrency_limit_reached, TOO_MANY_STREAMS)', labelNames: ['reason'], registers })
     this.finished = new Counter({ name: 'genjobs_jobs_finished_total', help: 'Jobs that reached a terminal state on this node, by status', labelNames: ['status'], registers })
@@ -94,6 +93,15 @@ export class Metrics {
       return h ? histValues(name, h, {}) : []
     }
     const reg = (c: Collected) => this.registry.registerMetric(c as any)
+    // prom-client's labelled children hash their label object on every inc/observe; the two
+    // per-request series are kept in plain cells instead and exposed at scrape time.
+    reg(new Collected('genjobs_http_requests_total', 'HTTP requests answered, by route pattern (unmatched: no route), method and status', 'counter', () => {
+      const out: Row[] = []
+      for (const [route, byMethod] of this.reqCells) for (const [method, byStatus] of byMethod) for (const [status, c] of byStatus) out.push({ labels: { route, method, status }, value: c.n })
+      return out
+    }))
+    reg(new Collected('genjobs_http_request_duration_seconds', 'Time from request to answer, by route pattern', 'histogram', () =>
+      [...this.durations].flatMap(([route, h]) => histValues('genjobs_http_request_duration_seconds', h, { route }))))
     reg(new Collected('genjobs_group_commit_batch_size', 'Items per group-commit transaction (all shards and the delivery worker)', 'histogram', sumHist('genjobs_group_commit_batch_size', s => s.commitBatch)))
     reg(new Collected('genjobs_group_commit_seconds', 'Group-commit transaction latency', 'histogram', sumHist('genjobs_group_commit_seconds', s => s.commitSeconds)))
     reg(new Collected('genjobs_shard_mailbox_depth', 'Messages queued in actor mailboxes, all shards', 'gauge', () => [{ labels: {}, value: this.snaps.reduce((n, s) => n + s.mailboxDepth, 0) }]))
@@ -124,15 +132,15 @@ export class Metrics {
 
   /** The request hook (src/http/server.ts): one call per answered request. */
   request (route: string, method: string, status: number, ms: number): void {
-    let byMethod = this.reqChildren.get(route)
-    if (byMethod === undefined) { byMethod = new Map(); this.reqChildren.set(route, byMethod) }
+    let byMethod = this.reqCells.get(route)
+    if (byMethod === undefined) { byMethod = new Map(); this.reqCells.set(route, byMethod) }
     let byStatus = byMethod.get(method)
     if (byStatus === undefined) { byStatus = new Map(); byMethod.set(method, byStatus) }
     let c = byStatus.get(status)
-    if (c === undefined) { c = this.requests.labels(route, method, String(status)); byStatus.set(status, c) }
-    c.inc()
-    let d = this.durChildren.get(route)
-    if (d === undefined) { d = this.duration.labels(route); this.durChildren.set(route, d) }
+    if (c === undefined) { c = { n: 0 }; byStatus.set(status, c) }
+    c.n++
+    let d = this.durations.get(route)
+    if (d === undefined) { d = new Hist(HTTP_BUCKETS); this.durations.set(route, d) }
     d.observe(ms / 1000)
   }
 

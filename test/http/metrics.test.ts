@@ -134,7 +134,7 @@ t.test('counters move by exactly the traffic sent', async t => {
   t.equal(diff(after, 'genjobs_http_requests_total{route="/v1/credits",method="GET",status="429"}'), 2)
   t.equal(diff(after, 'genjobs_refusals_total{reason="RATE_LIMIT_EXCEEDED"}'), 2, 'two rate-limit refusals')
   t.equal(diff(after, 'genjobs_http_request_duration_seconds_count{route="/v1/jobs/:id"}'), 5, 'the latency histogram saw the five reads')
-  t.equal(diff(after, 'genjobs_http_request_duration_seconds_bucket{le="+Inf",route="/v1/jobs/:id"}'), 5)
+  t.equal(diff(after, 'genjobs_http_request_duration_seconds_bucket{route="/v1/jobs/:id",le="+Inf"}'), 5)
   t.equal(diff(delivered, 'genjobs_webhook_deliveries_total{outcome="retry"}'), 1, 'the failed first attempt counts as a retry')
   t.equal(diff(after, 'genjobs_webhook_deliveries_total{outcome="delivered"}'), 3, 'three deliveries succeeded')
   t.equal(diff(after, 'genjobs_provider_seconds_count{provider="simulated"}'), 4, 'four provider submissions timed')

@@ -15,9 +15,12 @@ export const REDACT_PATHS = [
   'FAL_KEY', 'REPLICATE_API_TOKEN', 'KIE_API_KEY', 'ADMIN_TOKEN', 'JWT_SECRET', 'METRICS_TOKEN',
   '*.FAL_KEY', '*.REPLICATE_API_TOKEN', '*.KIE_API_KEY', '*.ADMIN_TOKEN', '*.JWT_SECRET', '*.METRICS_TOKEN',
   'falKey', 'replicateApiToken', 'kieApiKey', '*.falKey', '*.replicateApiToken', '*.kieApiKey',
+  // Provider adapter configs (src/providers/{fal,replicate,kie}.ts): key, token, apiKey, webhookSecret, hmacKey.
+  '*.key', 'webhookSecret', '*.webhookSecret', 'hmacKey', '*.hmacKey',
+  'REPLICATE_WEBHOOK_SECRET', 'KIE_WEBHOOK_HMAC_KEY', '*.REPLICATE_WEBHOOK_SECRET', '*.KIE_WEBHOOK_HMAC_KEY',
 ]
 
-const SECRET_ENV = ['ADMIN_TOKEN', 'JWT_SECRET', 'METRICS_TOKEN', 'FAL_KEY', 'REPLICATE_API_TOKEN', 'KIE_API_KEY']
+const SECRET_ENV = ['ADMIN_TOKEN', 'JWT_SECRET', 'METRICS_TOKEN', 'FAL_KEY', 'REPLICATE_API_TOKEN', 'KIE_API_KEY', 'REPLICATE_WEBHOOK_SECRET', 'KIE_WEBHOOK_HMAC_KEY']
 /** API keys (SPEC.md 2.6) and JWTs, wherever they appear inside a logged string. */
 const PATTERNS = /gjs_sk_[0-9a-f]{8,}|eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g
 

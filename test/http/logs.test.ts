@@ -16,7 +16,7 @@ import { freshDatabase } from '../helpers/db.js'
 const ADMIN_TOKEN = 'admin-token-for-logs-test-0123456789abcdef'
 const JWT_SECRET = 'jwt-secret-for-logs-test-0123456789abcdefghij'
 const METRICS_TOKEN = 'metrics-token-for-logs-test-0123456789'
-const PROVIDER_TOKENS = { FAL_KEY: 'fal-key-secret-0123456789abcdef', REPLICATE_API_TOKEN: 'r8_replicate-secret-0123456789abc', KIE_API_KEY: 'kie-api-key-secret-0123456789ab' }
+const PROVIDER_TOKENS = { FAL_KEY: 'fal-key-secret-0123456789abcdef', REPLICATE_API_TOKEN: 'r8_replicate-secret-0123456789abc', KIE_API_KEY: 'kie-api-key-secret-0123456789ab', REPLICATE_WEBHOOK_SECRET: 'whsec_cmVwbGljYXRlLXdlYmhvb2stc2VjcmV0', KIE_WEBHOOK_HMAC_KEY: 'kie-hmac-key-secret-0123456789ab' }
 const PASSWORD = 'password-secret-0123456789'
 const WEBHOOK_SECRET = 'webhook-secret-0123456789abcdef'
 const JOB_WEBHOOK_SECRET = 'job-webhook-secret-0123456789ab'
@@ -26,7 +26,7 @@ t.test('the logger redacts credential fields and scrubs secrets from error text'
   const sink = new Writable({ write (chunk, _enc, cb) { lines.push(String(chunk)); cb() } })
   const log = createLogger('info', { destination: sink, secrets: [ADMIN_TOKEN] })
   const key = 'gjs_sk_' + 'ab'.repeat(32)
-  log.info({ headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'x-api-key': key }, body: { password: PASSWORD, webhook_secret: WEBHOOK_SECRET, secret: WEBHOOK_SECRET }, config: { adminToken: ADMIN_TOKEN, jwtSecret: JWT_SECRET } }, 'fields')
+  log.info({ headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'x-api-key': key }, body: { password: PASSWORD, webhook_secret: WEBHOOK_SECRET, secret: WEBHOOK_SECRET }, config: { adminToken: ADMIN_TOKEN, jwtSecret: JWT_SECRET }, fal: { key: PROVIDER_TOKENS.FAL_KEY, queueUrl: 'https://queue.example' }, replicate: { token: PROVIDER_TOKENS.REPLICATE_API_TOKEN, webhookSecret: PROVIDER_TOKENS.REPLICATE_WEBHOOK_SECRET }, kie: { apiKey: PROVIDER_TOKENS.KIE_API_KEY, hmacKey: PROVIDER_TOKENS.KIE_WEBHOOK_HMAC_KEY } }, 'fields')
   log.error({ err: new Error(`upstream said no to ${key} with token ${ADMIN_TOKEN} and eyJhbGciOi.eyJzdWIiOiIxIn0.c2lnbmF0dXJl`) }, 'an error')
   const out = lines.join('')
   for (const s of [ADMIN_TOKEN, JWT_SECRET, key, PASSWORD, WEBHOOK_SECRET, 'eyJhbGciOi.eyJzdWIiOiIxIn0']) t.notOk(out.includes(s), `${s.slice(0, 12)}... not in the output`)
@@ -34,6 +34,9 @@ t.test('the logger redacts credential fields and scrubs secrets from error text'
   t.same(fields.headers, { authorization: '[Redacted]', 'x-api-key': '[Redacted]' })
   t.same(fields.body, { password: '[Redacted]', webhook_secret: '[Redacted]', secret: '[Redacted]' })
   t.same(fields.config, { adminToken: '[Redacted]', jwtSecret: '[Redacted]' })
+  t.same(fields.fal, { key: '[Redacted]', queueUrl: 'https://queue.example' }, 'provider adapter configs: only the secrets go')
+  t.same(fields.replicate, { token: '[Redacted]', webhookSecret: '[Redacted]' })
+  t.same(fields.kie, { apiKey: '[Redacted]', hmacKey: '[Redacted]' })
   t.equal(error.err.message, 'upstream said no to [Redacted] with token [Redacted] and [Redacted]', 'the error message keeps its text, not its secrets')
   t.equal(scrub('plain text'), 'plain text', 'text without secrets is unchanged')
 })

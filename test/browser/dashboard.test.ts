@@ -84,6 +84,10 @@ if (!CHROMIUM) {
     const row = page.locator(`tr[data-account="${email}"]`)
     await row.getByRole('button', { name: 'Verify' }).click()
     await row.getByText('verified', { exact: true }).waitFor()
+    // A grant from the operator view.
+    await row.locator('input.amount').fill('50')
+    await row.getByRole('button', { name: 'Grant' }).click()
+    await row.locator('td.num').filter({ hasText: /^250$/ }).waitFor()
     await shot('03-operator')
     const acct = (await s.req('GET', '/v1/admin/accounts?q=' + encodeURIComponent(email), { admin: true })).body.data[0]
     t.equal(acct.email_verified, true, 'the account is verified')
@@ -161,17 +165,43 @@ if (!CHROMIUM) {
     t.equal(played.poster, item.thumbnail_url ?? '', 'the poster is the library thumbnail (none while the library has none)')
     await shot('06-jobs-completed')
 
+    // An image job held in the queue ([sim:queue]) is cancelled from its row; another one
+    // completes and its preview image loads.
+    await page.selectOption('select[name=kind]', 'image')
+    await page.selectOption('select[name=model]', 'nano-banana')
+    t.equal(await page.getByTestId('price').innerText(), '10 credits')
+    await page.fill('textarea[name=prompt]', 'a lighthouse at dusk [sim:queue]')
+    await page.getByRole('button', { name: 'Create image' }).click()
+    const queued = page.locator('tr[data-job]').first()
+    await page.locator('tr[data-job][data-status="queued"]').first().waitFor()
+    const queuedId = await queued.getAttribute('data-job')
+    t.not(queuedId, jobId)
+    await queued.getByRole('button', { name: 'Cancel' }).click()
+    await page.locator(`tr[data-job="${queuedId}"][data-status="cancelled"]`).waitFor()
+    t.equal((await s.req('GET', `/v1/jobs/${queuedId}`, { jwt: (await page.evaluate(() => localStorage.getItem('genjobs.session')))! })).body.status, 'cancelled', 'the API agrees')
+    await page.fill('textarea[name=prompt]', 'a lighthouse at dawn')
+    await page.getByRole('button', { name: 'Create image' }).click()
+    const imageRow = page.locator('tr[data-job]').first()
+    await page.waitForFunction((id) => document.querySelector('tr[data-job]')?.getAttribute('data-job') !== id, queuedId)
+    const img = imageRow.locator('img.preview')
+    await img.waitFor({ timeout: 15000 })
+    t.ok(await img.evaluate(async (el: HTMLImageElement) => { await el.decode(); return el.naturalWidth > 0 }), 'the image preview loads')
+
     // The charge in the ledger and in the chart.
     await page.goto(`${base}/dashboard#/overview`)
     const charge = page.locator('[data-testid=ledger] tr').filter({ hasText: jobId! })
     await charge.waitFor()
     t.match(await charge.innerText(), new RegExp(`charge\\s+-${price}`), 'the ledger shows the charge with its job')
     t.match(await page.locator('[data-testid=ledger]').innerText(), /grant\s+\+200/, 'and the signup grant')
-    await page.getByTestId('spent').filter({ hasText: String(price) }).waitFor()
-    await page.getByTestId('balance').filter({ hasText: String(200 - price) }).waitFor()
+    await page.getByTestId('spent').filter({ hasText: String(price + 10) }).waitFor()
+    // 200 signup + 50 grant - the video - 10 for the completed image (the cancelled one was refunded).
+    await page.getByTestId('balance').filter({ hasText: String(250 - price - 10) }).waitFor()
+    t.match(await page.locator('[data-testid=ledger]').innerText(), /refund\s+\+10/, 'the cancel refund is listed')
     t.equal(await page.locator('[data-testid=usage-chart] canvas').count(), 1, 'the usage chart is drawn')
     t.match(await page.locator('[data-testid=usage-chart]').innerText(), /Credits spent/, 'with its spend series')
     t.match(await page.getByTestId('bars-jobs-by-model').innerText(), /veo3-fast\s+1/)
+    t.match(await page.getByTestId('bars-jobs-by-model').innerText(), /nano-banana\s+2/)
+    t.match(await page.getByTestId('bars-jobs-by-status').innerText(), /cancelled\s+1/)
     await shot('07-overview')
 
     // Revoke the key: the API refuses it from then on.

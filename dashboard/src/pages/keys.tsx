@@ -65,7 +65,7 @@ export function KeysPage () {
                 <td>{fmtDate(k.last_used_at)}</td>
                 <td>{k.expires_at ? fmtDate(k.expires_at) : 'never'}</td>
                 <td>{fmtDate(k.created_at)}</td>
-                <td class="row"><button type="button" class="secondary" onClick={() => rotate(k)}>Rotate</button><button type="button" class="danger" onClick={() => revoke(k)}>Revoke</button></td>
+                <td><div class="row"><button type="button" class="secondary" onClick={() => rotate(k)}>Rotate</button><button type="button" class="danger" onClick={() => revoke(k)}>Revoke</button></div></td>
               </tr>
             ))}
           </tbody>

@@ -63,15 +63,15 @@ export function OperatorPage () {
                 <td class="num">{a.credits}</td>
                 <td>{a.tier}</td>
                 <td>{a.email_verified ? <span class="pill completed">verified</span> : <span class="pill queued">unverified</span>} {a.banned && <span class="pill failed">banned</span>} {a.credits_locked && <span class="pill failed">locked</span>}</td>
-                <td class="row">
+                <td><div class="row">
                   {!a.email_verified && <button type="button" onClick={() => act(`/v1/admin/accounts/${a.user_id}`, 'PATCH', { email_verified: true })}>Verify</button>}
                   <button type="button" class={a.banned ? 'secondary' : 'danger'} onClick={() => act(`/v1/admin/accounts/${a.user_id}`, 'PATCH', { banned: !a.banned })}>{a.banned ? 'Unban' : 'Ban'}</button>
-                </td>
-                <td class="row">
+                </div></td>
+                <td><div class="row">
                   <input class="amount" type="number" min={1} placeholder="credits" value={amounts[a.user_id] ?? ''} onInput={(e) => setAmounts({ ...amounts, [a.user_id]: (e.target as HTMLInputElement).value })} />
                   <button type="button" class="secondary" onClick={() => credit(a, 'grants')}>Grant</button>
                   <button type="button" class="secondary" onClick={() => credit(a, 'purchases')}>Purchase</button>
-                </td>
+                </div></td>
               </tr>
             ))}
           </tbody>

@@ -78,7 +78,7 @@ export function WebhooksPage () {
             {hooks?.map(h => [
               <tr>
                 <td class="mono">{h.url}</td><td>{h.events.join(', ')}</td><td>{h.active ? 'yes' : 'no (disabled)'}</td><td>{fmtDate(h.created_at)}</td>
-                <td class="row"><button type="button" class="secondary" onClick={() => setOpen(open === h.id ? null : h.id)}>{open === h.id ? 'Hide' : 'Deliveries'}</button><button type="button" class="danger" onClick={() => remove(h)}>Delete</button></td>
+                <td><div class="row"><button type="button" class="secondary" onClick={() => setOpen(open === h.id ? null : h.id)}>{open === h.id ? 'Hide' : 'Deliveries'}</button><button type="button" class="danger" onClick={() => remove(h)}>Delete</button></div></td>
               </tr>,
               open === h.id ? <tr><td colSpan={5}><Deliveries hook={h} /></td></tr> : null,
             ])}

@@ -17,5 +17,5 @@ export default defineConfig({
     chunkSizeWarningLimit: 400,
   },
   // `npx vite dashboard` for development: the API of a local `npm start`.
-  server: { proxy: { '/v1': 'http://127.0.0.1:3000', '/files': 'http://127.0.0.1:3000' } },
+  server: { proxy: { '/v1': 'http://127.0.0.1:8080', '/files': 'http://127.0.0.1:8080' } },
 })

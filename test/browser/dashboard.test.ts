@@ -42,6 +42,9 @@ if (!CHROMIUM) {
     t.equal(js.headers.get('cache-control'), 'public, max-age=31536000, immutable')
     const etag = js.headers.get('etag')!
     t.equal((await fetch(base + script!, { headers: { 'accept-encoding': 'gzip', 'if-none-match': etag } })).status, 304)
+    const slash = await fetch(`${base}/dashboard/`)
+    t.equal(slash.status, 200)
+    t.equal(await slash.text(), text, '/dashboard/ is the same page')
     const deep = await fetch(`${base}/dashboard/jobs/anything`)
     t.equal(deep.status, 200, 'any other path under /dashboard is the app page')
     t.equal(await deep.text(), text)

@@ -6,7 +6,7 @@
 import { mkdir } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import t from 'tap'
-import { priceVideo } from '../../src/catalog/pricing.js'
+import { priceAudio, priceVideo } from '../../src/catalog/pricing.js'
 import { CHROMIUM, launchChromium } from '../helpers/browser.js'
 import { ADMIN_TOKEN, startServer } from '../helpers/server.js'
 
@@ -190,15 +190,36 @@ if (!CHROMIUM) {
     await img.waitFor({ timeout: 15000 })
     t.ok(await img.evaluate(async (el: HTMLImageElement) => { await el.decode(); return el.naturalWidth > 0 }), 'the image preview loads')
 
+    // An instrumental music job: its style priced like the API, and the result plays.
+    await page.selectOption('select[name=kind]', 'audio')
+    await page.selectOption('select[name=model]', 'music')
+    t.equal(await page.getByTestId('price').innerText(), `${priceAudio({ model: 'music' })} credits`)
+    await page.fill('textarea[name=prompt]', 'calm piano, rain outside')
+    const imageId = await imageRow.getAttribute('data-job')
+    await page.getByRole('button', { name: 'Create audio' }).click()
+    await page.waitForFunction((id) => document.querySelector('tr[data-job]')?.getAttribute('data-job') !== id, imageId)
+    const audio = page.locator('tr[data-job]').first().locator('audio.preview')
+    await audio.waitFor({ timeout: 15000 })
+    const heard = await audio.evaluate(async (a: HTMLAudioElement) => {
+      a.muted = true
+      await a.play()
+      const start = performance.now()
+      while (a.currentTime === 0 && performance.now() - start < 10000) await new Promise(resolve => setTimeout(resolve, 50))
+      a.pause()
+      return a.currentTime
+    })
+    t.ok(heard > 0, 'the audio result plays')
+
     // The charge in the ledger and in the chart.
     await page.goto(`${base}/dashboard#/overview`)
     const charge = page.locator('[data-testid=ledger] tr').filter({ hasText: jobId! })
     await charge.waitFor()
     t.match(await charge.innerText(), new RegExp(`charge\\s+-${price}`), 'the ledger shows the charge with its job')
     t.match(await page.locator('[data-testid=ledger]').innerText(), /grant\s+\+200/, 'and the signup grant')
-    await page.getByTestId('spent').filter({ hasText: String(price + 10) }).waitFor()
-    // 200 signup + 50 grant - the video - 10 for the completed image (the cancelled one was refunded).
-    await page.getByTestId('balance').filter({ hasText: String(250 - price - 10) }).waitFor()
+    const music = priceAudio({ model: 'music' })
+    await page.getByTestId('spent').filter({ hasText: String(price + 10 + music) }).waitFor()
+    // 200 signup + 50 grant - the video - 10 for the completed image (the cancelled one was refunded) - the music.
+    await page.getByTestId('balance').filter({ hasText: String(250 - price - 10 - music) }).waitFor()
     t.match(await page.locator('[data-testid=ledger]').innerText(), /refund\s+\+10/, 'the cancel refund is listed')
     t.equal(await page.locator('[data-testid=usage-chart] canvas').count(), 1, 'the usage chart is drawn')
     t.match(await page.locator('[data-testid=usage-chart]').innerText(), /Credits spent/, 'with its spend series')

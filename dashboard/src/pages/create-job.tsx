@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useState } from 'preact/hooks'
-import { priceImage, priceVideo } from '../../../src/catalog/pricing.js'
+import { priceAudio, priceImage, priceVideo } from '../../../src/catalog/pricing.js'
 import { call, errorText } from '../api.js'
 import { Card, ErrorLine } from '../ui.js'
 
@@ -10,9 +10,9 @@ interface Model {
   defaults?: Record<string, string>; note?: string
   capabilities?: { requires?: string[] }
 }
-interface Catalogue { video: Model[]; image: Model[] }
+interface Catalogue { video: Model[]; image: Model[]; audio: Model[] }
 
-type Kind = 'video' | 'image'
+type Kind = 'video' | 'image' | 'audio'
 /** Models whose requests need inputs this form does not collect (media URLs, assets). */
 const NEEDS_INPUTS = new Set(['lipsync'])
 
@@ -29,6 +29,10 @@ export function CreateJob ({ onCreated }: { onCreated: (job: { id: string }) => 
   const [prompt, setPrompt] = useState('')
   const [error, setError] = useState<string | null>(null)
   const [busy, setBusy] = useState(false)
+  // Audio: voiceover speaks `prompt` with voice_id; music takes `prompt` as its style.
+  const [voiceId, setVoiceId] = useState('')
+  const [instrumental, setInstrumental] = useState(true)
+  const [lyrics, setLyrics] = useState('')
 
   useEffect(() => { call<Catalogue>('GET', '/v1/models', undefined, { anonymous: true }).then(setCatalogue, e => setError(errorText(e))) }, [])
   const models = useMemo(() => (catalogue?.[kind] ?? []).filter(m => m.status === 'available' && !NEEDS_INPUTS.has(m.id)), [catalogue, kind])
@@ -42,7 +46,10 @@ export function CreateJob ({ onCreated }: { onCreated: (job: { id: string }) => 
   if (model?.resolutions) fields.push({ field: 'resolution', label: 'Resolution', list: model.resolutions })
   if (model?.modes) fields.push({ field: 'mode', label: 'Mode', list: model.modes })
 
-  const body: Record<string, unknown> = { model: model?.id, prompt }
+  const body: Record<string, unknown> = { model: model?.id }
+  if (kind !== 'audio') body.prompt = prompt
+  else if (model?.id === 'voiceover') { body.text = prompt; body.voice_id = voiceId }
+  else { body.style = prompt; body.instrumental = instrumental; if (!instrumental) body.lyrics = lyrics }
   for (const f of fields) body[f.field] = value(f.field, f.list)
   let price: number | null = null
   let priceError: string | null = null
@@ -50,7 +57,9 @@ export function CreateJob ({ onCreated }: { onCreated: (job: { id: string }) => 
     try {
       price = kind === 'video'
         ? priceVideo({ model: model.id, duration: body.duration as string | undefined, resolution: body.resolution as string | undefined, mode: body.mode as string | undefined })
-        : priceImage({ model: model.id, resolution: body.resolution as string | undefined })
+        : kind === 'image'
+          ? priceImage({ model: model.id, resolution: body.resolution as string | undefined })
+          : priceAudio({ model: model.id, text: prompt || null })
     } catch (e) { priceError = (e as Error).message }
   }
 
@@ -72,6 +81,7 @@ export function CreateJob ({ onCreated }: { onCreated: (job: { id: string }) => 
             <select name="kind" value={kind} onChange={(e) => { setKind((e.target as HTMLSelectElement).value as Kind); setModelId(''); setOpts({}) }}>
               <option value="video">video</option>
               <option value="image">image</option>
+              <option value="audio">audio</option>
             </select>
           </label>
           <label>Model
@@ -88,7 +98,14 @@ export function CreateJob ({ onCreated }: { onCreated: (job: { id: string }) => 
           ))}
         </div>
         {model?.note && <p class="muted">{model.note}</p>}
-        <label>Prompt <textarea name="prompt" rows={3} required maxLength={10000} value={prompt} onInput={(e) => setPrompt((e.target as HTMLTextAreaElement).value)} /></label>
+        {model?.id === 'voiceover' && <label>Voice id <input name="voice_id" required maxLength={64} value={voiceId} onInput={(e) => setVoiceId((e.target as HTMLInputElement).value)} /></label>}
+        {model?.id === 'music' && (
+          <div class="row wrap">
+            <label class="check"><input type="checkbox" name="instrumental" checked={instrumental} onChange={(e) => setInstrumental((e.target as HTMLInputElement).checked)} /> instrumental</label>
+            {!instrumental && <label class="grow">Lyrics <textarea name="lyrics" rows={3} required maxLength={3000} value={lyrics} onInput={(e) => setLyrics((e.target as HTMLTextAreaElement).value)} /></label>}
+          </div>
+        )}
+        <label>{model?.id === 'voiceover' ? 'Text' : model?.id === 'music' ? 'Style' : 'Prompt'} <textarea name="prompt" rows={3} required maxLength={model?.id === 'voiceover' ? 5000 : model?.id === 'music' ? 1000 : 10000} value={prompt} onInput={(e) => setPrompt((e.target as HTMLTextAreaElement).value)} /></label>
         <div class="row">
           <button type="submit" disabled={busy || price === null}>Create {kind}</button>
           <span data-testid="price">{price !== null ? <><strong>{price}</strong> credits</> : priceError ?? '…'}</span>

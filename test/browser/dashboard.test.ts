@@ -9,6 +9,7 @@ import t from 'tap'
 import { priceAudio, priceVideo } from '../../src/catalog/pricing.js'
 import { CHROMIUM, launchChromium } from '../helpers/browser.js'
 import { ADMIN_TOKEN, startServer } from '../helpers/server.js'
+import { startReceiver } from '../fixtures/webhook-receiver.js'
 
 const OUT = 'test-output/dashboard'
 
@@ -23,7 +24,9 @@ if (!CHROMIUM) {
   const port = await freePort()
   const base = `http://127.0.0.1:${port}`
   // veo3-fast (110 s) takes about 2.75 s.
-  const s = await startServer(t, { PORT: String(port), PUBLIC_BASE_URL: base, SIM_SPEED: '40' })
+  const rx = await startReceiver()
+  t.teardown(() => rx.close())
+  const s = await startServer(t, { PORT: String(port), PUBLIC_BASE_URL: base, SIM_SPEED: '40', WEBHOOK_ALLOWLIST: `127.0.0.1:${rx.port}` })
   await mkdir(OUT, { recursive: true })
 
   t.test('static files: content types, caching and the SPA fallback', async t => {
@@ -237,13 +240,29 @@ if (!CHROMIUM) {
     t.equal(after.status, 401)
     t.equal(after.body.code, 'INVALID_API_KEY', 'the revoked key is refused')
 
-    // Webhooks page: register one, the secret is shown once.
+    // Webhooks page: register one (the secret is shown once), then its delivery history.
     await page.goto(`${base}/dashboard#/webhooks`)
-    await page.fill('input[name=url]', 'https://hooks.example.com/genjobs')
+    const hookUrl = rx.url('/dashboard-hook')
+    await page.fill('input[name=url]', hookUrl)
     await page.getByRole('button', { name: 'Register' }).click()
-    t.match(await page.locator('#secret-value').inputValue(), /^[0-9a-f]{64}$/, 'the signing secret is shown')
+    const hookSecret = await page.locator('#secret-value').inputValue()
+    t.match(hookSecret, /^[0-9a-f]{64}$/, 'the signing secret is shown')
+    rx.route('/dashboard-hook', hookSecret, [])
     await page.getByRole('button', { name: 'Deliveries' }).click()
     await page.getByText('No deliveries yet.').waitFor()
+    const jwtNow = (await page.evaluate(() => localStorage.getItem('genjobs.session')))!
+    const hooked = await s.req('POST', '/v1/generate/image', { jwt: jwtNow, body: { model: 'nano-banana', prompt: 'a kite' } })
+    t.equal(hooked.status, 201)
+    const deadline2 = Date.now() + 15000
+    while (!rx.received.some(r => r.path === '/dashboard-hook') && Date.now() < deadline2) await new Promise(resolve => setTimeout(resolve, 50))
+    const got = rx.received.find(r => r.path === '/dashboard-hook')
+    t.ok(got, 'the receiver got the job.completed delivery')
+    t.equal(got?.rejected, null, 'signed with the secret the page showed')
+    t.equal(got?.json?.data?.job?.id, hooked.body.id)
+    await page.getByRole('button', { name: 'Hide' }).click()
+    await page.getByRole('button', { name: 'Deliveries' }).click()
+    const delivery = page.locator('.deliveries tr').filter({ hasText: hooked.body.id })
+    await delivery.getByText('delivered', { exact: true }).waitFor()
     await shot('08-webhooks')
 
     // Everything the page fetched: its own files, the public API, and the media.

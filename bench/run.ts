@@ -30,8 +30,9 @@ import { scenario as sseFanout } from './sse-fanout.js'
 import { scenario as webhooks } from './webhooks.js'
 import { scenario as jobLifecycle, fastScenario as jobLifecycleFast } from './job-lifecycle.js'
 import { startHog, type Hog } from './lib/hog.js'
+import { scenario as providerCallback } from './provider-callback.js'
 
-const ALL: Scenario[] = [models, jobGet, jobCreate, jobCreateHot, sseHold, sseFanout, webhooks, jobLifecycle, jobLifecycleFast]
+const ALL: Scenario[] = [models, jobGet, jobCreate, jobCreateHot, sseHold, sseFanout, webhooks, jobLifecycle, jobLifecycleFast, providerCallback]
 const ROOT = join(DIST, '..')
 
 /** With --hog, ratio targets of `>=` become at most this (issue 12: ">= 2x with one core hogged"). */

@@ -1,3 +1,5 @@
+import { loadRouting } from './providers/routing.js'
+import { Providers } from './providers/registry.js'
 import { randomBytes } from 'node:crypto'
 import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -89,6 +91,9 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   }
   const jwtSecret = config.jwtSecret ?? (await persistedSecret(config.dataDir, 'jwt-secret')).value
 
+  // The routing file is checked before any shard starts: a mistake is one clear boot error.
+  loadRouting(config.providersFile, config.providerEnv)
+
   const nodeId = process.env.NODE_ID || (await persistedSecret(config.dataDir, 'node-id')).value.slice(0, 16)
   const bus = config.redisUrl ? new RedisBus(config.redisUrl, config.redisPrefix, nodeId, log) : null
   const jobs = new JobCache()
@@ -124,7 +129,8 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const limiter = new RateLimiter()
   const metering = new Metering(sql, log, auth.lastUsed, config.meteringRetentionDays)
   const storage = await createStorage(config)
-  const services: Services = { config, sql, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, bus, redisLimiter: bus ? new RedisRateLimiter(bus.pub, config.redisPrefix) : null, nodeId, tickets: new Tickets(jwtSecret), metrics, version: await readVersion() }
+  const providers = await Providers.load(config, storage, config.shards)
+  const services: Services = { providers, config, sql, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, bus, redisLimiter: bus ? new RedisRateLimiter(bus.pub, config.redisPrefix) : null, nodeId, tickets: new Tickets(jwtSecret), metrics, version: await readVersion() }
   const delivery = new DeliveryPool({ databaseUrl, config, version: services.version, onLog: (level, msg) => log[level](msg) }) // webhooks (DESIGN.md 2)
   await delivery.ready()
   metrics.setSources({ sql, sseOpen: () => sse.size, workerStats: async () => { const [s, d] = await Promise.all([shards.stats(), delivery.stats()]); return d ? [...s, d] : s } })

@@ -40,8 +40,14 @@ export interface Config {
   meteringRetentionDays: number
   /** Namespace of this deployment's Redis keys and channel (REDIS_PREFIX, default genjobs). */
   redisPrefix: string
-  /** Model id -> provider name (PROVIDER_ROUTES JSON; `*` is the default). */
-  providerRoutes: Record<string, string>
+  /** PROVIDERS_FILE: the routing file (DESIGN.md 7 "Providers"); unset, every model runs on the simulated provider. */
+  providersFile: string | undefined
+  /** Provider credentials and endpoints (FAL_*, REPLICATE_*, KIE_* env), read by src/providers/routing.ts. */
+  providerEnv: Record<string, string>
+  /** Largest provider result stored (RESULT_MAX_BYTES, default 2 GiB). */
+  resultMaxBytes: number
+  /** Budget of one result download (RESULT_TIMEOUT_MS, default 10 min). */
+  resultTimeoutMs: number
   /** Content-policy violations before an account is suspended (POLICY_VIOLATION_LIMIT). */
   policyViolationLimit: number
   /** Media storage driver (STORAGE_DRIVER, DESIGN.md section 6): local filesystem or S3-compatible. */
@@ -102,14 +108,13 @@ function storageDriver (v: string | undefined): 'local' | 's3' {
   throw new Error(`STORAGE_DRIVER must be local or s3, got ${JSON.stringify(v)}`)
 }
 
-function parseRoutes (raw: string | undefined): Record<string, string> {
-  if (!raw) return {}
-  let v: unknown
-  try { v = JSON.parse(raw) } catch { throw new Error('PROVIDER_ROUTES must be JSON') }
-  if (!v || typeof v !== 'object' || Array.isArray(v) || Object.values(v).some(x => typeof x !== 'string')) {
-    throw new Error('PROVIDER_ROUTES must be a JSON object of model id -> provider name')
-  }
-  return v as Record<string, string>
+/** The provider env variables (DESIGN.md 7): credentials and endpoints, passed to the shards as data. */
+export const PROVIDER_ENV = ['FAL_KEY', 'FAL_QUEUE_URL', 'FAL_JWKS_URL', 'REPLICATE_API_TOKEN', 'REPLICATE_API_URL', 'REPLICATE_WEBHOOK_SECRET', 'KIE_API_KEY', 'KIE_API_URL', 'KIE_WEBHOOK_HMAC_KEY'] as const
+
+function providerEnv (env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const k of PROVIDER_ENV) if (env[k]) out[k] = env[k]!
+  return out
 }
 
 export function loadConfig (env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
@@ -134,7 +139,10 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, overrides: Par
     sseHeartbeatMs: int('SSE_HEARTBEAT_MS', env.SSE_HEARTBEAT_MS, 15000, 10),
     submitTimeoutMs: int('SUBMIT_TIMEOUT_MS', env.SUBMIT_TIMEOUT_MS, 15000, 1),
     meteringRetentionDays: int('METERING_RETENTION_DAYS', env.METERING_RETENTION_DAYS, 30, 1),
-    providerRoutes: parseRoutes(env.PROVIDER_ROUTES),
+    providersFile: env.PROVIDERS_FILE || undefined,
+    providerEnv: providerEnv(env),
+    resultMaxBytes: int('RESULT_MAX_BYTES', env.RESULT_MAX_BYTES, 2 * 1024 ** 3, 1),
+    resultTimeoutMs: int('RESULT_TIMEOUT_MS', env.RESULT_TIMEOUT_MS, 600_000, 1),
     redisPrefix: env.REDIS_PREFIX || 'genjobs',
     policyViolationLimit: int('POLICY_VIOLATION_LIMIT', env.POLICY_VIOLATION_LIMIT, 3, 1),
     storageDriver: storageDriver(env.STORAGE_DRIVER),

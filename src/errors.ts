@@ -17,6 +17,7 @@ export const ERRORS = {
   PASSWORD_CHANGED: { status: 401, message: 'Session token was issued before the last password change' },
   INVALID_TICKET: { status: 401, message: 'SSE ticket is invalid, expired, or bound to a different job' },
   INVALID_CREDENTIALS: { status: 401, message: 'Email or password is wrong' },
+  CALLBACK_UNVERIFIED: { status: 401, message: 'Provider callback failed verification; nothing was changed' },
   INSUFFICIENT_CREDITS: { status: 402, message: 'Balance does not cover the cost; nothing was charged' },
   insufficient_scope: { status: 403, message: 'Credential lacks the required scope' },
   upgrade_required: { status: 403, message: 'This feature needs a paid plan' },

@@ -11,6 +11,7 @@ import type { JobCache } from './jobs/cache.js'
 import type { SseHub } from './http/sse.js'
 import type { Tickets } from './http/tickets.js'
 import type { RedisBus } from './redis.js'
+import type { Providers } from './providers/registry.js'
 import type { RedisRateLimiter } from './http/rate-limit-redis.js'
 import type { Metrics } from './metrics.js'
 
@@ -41,6 +42,8 @@ export interface Services {
   storage: Storage
   /** Prometheus registry and hooks (GET /metrics). */
   metrics: Metrics
+  /** The routing and adapters, in the main thread: callbacks are verified here (issue 11). */
+  providers: Providers
   /** Version string of this build (package.json). */
   version: string
 }

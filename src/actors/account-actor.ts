@@ -8,12 +8,16 @@ import {
 import { newJobId } from '../jobs/id.js'
 import { enqueueJobEvent } from '../db/outbox.js'
 import { directiveTextOf } from '../jobs/spec.js'
-import { viewOf, type JobRow, type JobStatus, type JobView } from '../jobs/view.js'
-import type { Providers } from '../providers/registry.js'
-import { ProviderRefused, type ProviderJob } from '../providers/provider.js'
+import { TERMINAL as TERMINAL_STATUSES, viewOf, type JobRow, type JobStatus, type JobView } from '../jobs/view.js'
+import type { Providers, Route } from '../providers/registry.js'
+import { UpstreamRefused, UpstreamUnavailable, type ProviderJob, type UpstreamHandle, type UpstreamState } from '../providers/provider.js'
+import type { ResultRules } from '../providers/results.js'
+import { appendEvents, recordLateSuccess, recordSubmission, setVideoMedia, type UpstreamEvent } from '../db/upstream.js'
+import { embedUrlOf } from '../providers/library-media.js'
+import { deadlineOf, submitOn } from './upstream-jobs.js'
 import type { Storage } from '../storage/storage.js'
 import type { GroupCommit } from './group-commit.js'
-import { JobActor, type JobHost } from './job-actor.js'
+import { JobActor, type JobHost, type UpstreamJobRow } from './job-actor.js'
 import { Mailbox } from './mailbox.js'
 import { observeProvider } from '../worker-stats.js'
 import type { AccountView, BatchItemView, BatchView, CreatedJobView, JobCaller, JobSpec, ShardEvent, ShardRequests } from './protocol.js'
@@ -25,6 +29,10 @@ export interface ActorDeps {
   storage: Storage
   simSpeed: number
   submitTimeoutMs: number
+  /** Where provider callbacks arrive (PUBLIC_BASE_URL). */
+  publicBaseUrl: string
+  /** Result downloads (issue 11 point 6). */
+  resultRules: ResultRules
   /** Content-policy hits before the account is suspended. */
   violationThreshold: number
   /** This node's id: new jobs are leased to it (DESIGN.md 4). */
@@ -39,11 +47,6 @@ export interface ActorDeps {
 export const PRICING_URL = '/v1/credits/pricing'
 
 type IdemEntry = { fingerprint: string; jobId: string } | { fingerprint: string; pending: Promise<unknown> }
-
-/** Jobs not finished by max(4 x estimate, 10 min) of simulated-time fail with a refund. */
-export function deadlineFor (estimatedSeconds: number, simSpeed: number, from = Date.now()): Date {
-  return new Date(from + Math.max(estimatedSeconds * 4, 600) * 1000 / simSpeed)
-}
 
 /**
  * One account (DESIGN.md section 2): balance, flags, free-trial state, idempotency index,
@@ -71,6 +74,7 @@ export class AccountActor implements JobHost {
   constructor (readonly id: number, private readonly deps: ActorDeps) {}
 
   get storage (): Storage { return this.deps.storage }
+  get resultRules (): ResultRules { return this.deps.resultRules }
   log (msg: string, extra?: Record<string, unknown>): void { this.deps.log('warn', msg, { account: this.id, ...extra }) }
 
   private async load (): Promise<AccountView> {
@@ -257,8 +261,7 @@ export class AccountActor implements JobHost {
     if (this.available() < spec.credits) {
       throw new ApiError('INSUFFICIENT_CREDITS', `This job costs ${spec.credits} credits; the balance is ${Math.max(0, this.available())}`, { required: spec.credits, available: Math.max(0, this.available()) })
     }
-    const { breaker } = this.deps.providers.forModel(spec.model)
-    if (!breaker.allow()) throw new ApiError('PROVIDER_ERROR', 'The provider is temporarily unavailable (circuit open); nothing was charged')
+    if (!this.deps.providers.routesFor(spec.model).some(r => !r.breaker.open)) throw new ApiError('PROVIDER_ERROR', 'The provider is temporarily unavailable (circuit open); nothing was charged')
   }
 
   private unpend (keyId: number | null): void {
@@ -282,11 +285,11 @@ export class AccountActor implements JobHost {
 
   private async submitAndCommit (req: ShardRequests['job.create']['req'], trial: boolean): Promise<CreatedJobView> {
     const spec = req.spec
-    const { provider, breaker } = this.deps.providers.forModel(spec.model)
+    const routes = this.deps.providers.routesFor(spec.model)
     const id = newJobId()
     const now = new Date()
     const pj: ProviderJob = { id, type: spec.type, model: spec.model, text: spec.directiveText, estimatedSeconds: spec.estimated_seconds, request: spec.request }
-    const row: JobRow = {
+    const row: UpstreamJobRow = {
       id,
       account_id: this.id,
       key_id: req.keyId,
@@ -302,13 +305,13 @@ export class AccountActor implements JobHost {
       result_url: null,
       error_message: null,
       content_policy_violation: false,
-      provider: provider.name,
+      provider: routes[0].provider.name,
       provider_job_id: null,
       idempotency_key: req.idempotencyKey ?? null,
       request_hash: req.fingerprint ?? null,
       source_job_id: spec.source_job_id ?? null,
       free_trial: trial,
-      deadline_at: deadlineFor(spec.estimated_seconds, this.deps.simSpeed, now.getTime()),
+      deadline_at: deadlineOf(routes[0], spec.estimated_seconds, this.deps.simSpeed, now.getTime()),
       created_at: now,
       updated_at: now,
       completed_at: null,
@@ -316,41 +319,79 @@ export class AccountActor implements JobHost {
       lease_until: new Date(now.getTime() + LEASE_MS),
     }
 
-    let submission: Promise<{ providerJobId: string }> | null = null
+    // Routes in order (issue 11 point 3): an open breaker or a refusal tries the next route; a
+    // route without room makes the job `queued` on it (charged, submitted when room frees).
+    let submission: Promise<UpstreamHandle> | null = null
     let timedOut = false
-    if (!provider.hasCapacity(pj)) {
-      row.status = 'queued'
-    } else {
+    let handle: UpstreamHandle | null = null
+    let route: Route | null = null
+    let holds = false
+    const events: UpstreamEvent[] = []
+    let lastError: unknown = null
+    let retryAfterMs = 0
+    for (const r of routes) {
+      if (!r.breaker.allow()) continue
+      route = r
+      row.provider = r.provider.name
+      row.deadline_at = deadlineOf(r, spec.estimated_seconds, this.deps.simSpeed, now.getTime())
+      if (!r.hasRoom(pj)) { row.status = 'queued'; break }
+      r.acquire()
+      holds = true
       const submitted = performance.now()
-      submission = provider.submit(pj)
+      submission = submitOn(r, pj, spec.prompt, this.deps.publicBaseUrl)
       let timer: NodeJS.Timeout | undefined
       const answer = await Promise.race([
         submission.then(v => ({ ok: true as const, v }), e => ({ ok: false as const, e })),
         new Promise<null>(resolve => { timer = setTimeout(() => resolve(null), this.deps.submitTimeoutMs) }),
       ])
       clearTimeout(timer)
-      observeProvider(provider.name, (performance.now() - submitted) / 1000, answer !== null && answer.ok) // metrics
-      if (answer === null) {
-        timedOut = true
-      } else if (!answer.ok) {
-        breaker.failure()
-        this.release(spec, req.keyId, trial)
-        const msg = answer.e instanceof ProviderRefused ? answer.e.message : 'The provider could not accept the job'
-        throw new ApiError('PROVIDER_ERROR', `${msg}; nothing was charged`)
-      } else {
-        breaker.success()
-        row.provider_job_id = answer.v.providerJobId
+      observeProvider(r.provider.name, (performance.now() - submitted) / 1000, answer !== null && answer.ok) // metrics
+      if (answer === null) { timedOut = true; break }
+      if (answer.ok) {
+        r.breaker.success()
+        handle = answer.v
+        row.provider_job_id = handle.id
+        row.upstream = handle
+        row.route = r.key
+        row.submitted_at = new Date()
+        if (r.recordsHistory) events.push({ job_id: id, source: 'submit', route: r.key, state: 'submitted', detail: { upstream_id: handle.id } })
+        break
       }
+      r.release()
+      holds = false
+      submission = null
+      if (answer.e instanceof UpstreamUnavailable && answer.e.httpStatus === 429) {
+        // The provider is at capacity for us: like a full route, the job is charged and
+        // `queued`, and submitted again after Retry-After (issue 11 point 7).
+        row.status = 'queued'
+        retryAfterMs = answer.e.retryAfterMs ?? 1000
+        if (r.recordsHistory) events.push({ job_id: id, source: 'refused', route: r.key, state: 'rate_limited', detail: { retry_after_ms: retryAfterMs } })
+        break
+      }
+      // Refused (definitive) or unavailable (indefinite): nothing is charged for this route;
+      // the next route is tried. An indefinite error may leave an orphan upstream job: it costs
+      // us, never the client (docs/decisions.md).
+      r.breaker.failure()
+      lastError = answer.e
+      if (r.recordsHistory) events.push({ job_id: id, source: 'refused', route: r.key, state: answer.e instanceof UpstreamRefused ? 'refused' : 'unavailable', detail: { error: String((answer.e as Error)?.message ?? answer.e) } })
+      route = null
     }
+    if (route === null) {
+      this.release(spec, req.keyId, trial)
+      if (lastError === null) throw new ApiError('PROVIDER_ERROR', 'The provider is temporarily unavailable (circuit open); nothing was charged')
+      const msg = lastError instanceof UpstreamRefused ? lastError.message : 'The provider could not accept the job'
+      throw new ApiError('PROVIDER_ERROR', `${msg}; nothing was charged`)
+    }
+    row.route = route.key
 
     // voiceover completes synchronously (SPEC.md 4.5): its 201 already carries the result.
-    if (row.provider_job_id !== null && spec.model === 'voiceover') {
+    if (handle !== null && spec.model === 'voiceover' && route.provider.simulated) {
       try {
-        const st = await provider.status(row.provider_job_id, pj)
-        if (st.state === 'completed' && st.resultUrl) {
+        const st = await route.provider.status(handle, pj)
+        if (st.state === 'succeeded' && st.outputs.length) {
           row.status = 'completed'
           row.progress = 100
-          row.result_url = st.resultUrl
+          row.result_url = st.outputs[0]
           row.completed_at = new Date()
         }
       } catch (err) { this.log('voiceover status failed; completing asynchronously', { job: id, err: String(err) }) }
@@ -362,13 +403,20 @@ export class AccountActor implements JobHost {
         const b = await chargeAndInsertJob(tx, { ...row }, `${spec.type} ${spec.model}`)
         if (b === null) throw new ApiError('INSUFFICIENT_CREDITS', `This job costs ${spec.credits} credits; the balance does not cover it`)
         if (trial) await setFreeVideosUsed(tx, this.id, 1)
+        // Route and handle of a configured route (the implicit simulated route needs neither:
+        // its handle is its id), and the history so far.
+        if (route!.recordsHistory && handle !== null) await recordSubmission(tx, id, { route: route!.key, provider: route!.provider.name, handle, deadline: row.deadline_at, at: row.submitted_at! })
+        else if (route!.recordsHistory) await tx`UPDATE jobs SET route = ${route!.key} WHERE id = ${id}`
+        if (events.length) await appendEvents(tx, events)
         // A job born completed (synchronous voiceover) never reaches complete(): its
         // job.completed webhook rows are written here, in the same transaction (DESIGN.md 3).
         if (row.status === 'completed') await enqueueJobEvent(tx, this.id, viewOf(row), webhookOf(row), row.completed_at!)
       })
     } catch (err) {
       this.release(spec, req.keyId, trial)
-      if (row.provider_job_id && provider.cancel) provider.cancel(row.provider_job_id).catch(() => {})
+      if (holds) route.release()
+      if (handle) route.provider.cancel(handle).catch(() => {})
+      else if (submission) submission.then(h => route!.provider.cancel(h), () => {}).catch(() => {})
       if (err instanceof ApiError && err.code === 'INSUFFICIENT_CREDITS') {
         // Another node spent the balance: refresh it from the database.
         await this.reload().catch(() => {})
@@ -384,16 +432,19 @@ export class AccountActor implements JobHost {
     if (trial) { this.trialReserved--; s.free_videos_used++ }
 
     if (row.status === 'completed') {
+      if (holds) route.release()
       this.decInFlight(req.keyId)
       this.emit(row)
     } else {
-      const job = this.adopt(row, pj)
+      const job = this.adopt(row, pj, routes.indexOf(route), handle)
+      if (holds) job.took(route)
+      if (retryAfterMs > 0) job.retryAfter(retryAfterMs)
       this.emit(row)
       if (timedOut && submission) {
         job.awaitSubmission(submission)
         throw new ApiError('GATEWAY_TIMEOUT', `The provider did not answer within ${this.deps.submitTimeoutMs} ms; the job ${id} was created and charged and is still running. Poll GET /v1/jobs/${id} instead of resubmitting`, { details: { job_id: id } })
       }
-      job.schedule()
+      job.schedule(row.status === 'queued' ? 0 : undefined)
     }
     const created = createdOf(row, s.credits)
     if (row.status === 'completed') created.result_url = row.result_url
@@ -401,18 +452,32 @@ export class AccountActor implements JobHost {
   }
 
   /** Registers a live JobActor for a committed, non-terminal job (creation or resume). */
-  adopt (row: JobRow, pj?: ProviderJob): JobActor {
-    const { provider } = this.deps.providers.forModel(row.model)
-    const job = new JobActor(row, pj ?? {
+  adopt (row: UpstreamJobRow, pj?: ProviderJob, routeIndex?: number, handle?: UpstreamHandle | null): JobActor {
+    const job = this.actorFor(row, pj, routeIndex, handle)
+    this.jobs.set(row.id, job)
+    return job
+  }
+
+  private actorFor (row: UpstreamJobRow, pj?: ProviderJob, routeIndex?: number, handle?: UpstreamHandle | null): JobActor {
+    const providers = this.deps.providers
+    let routes = providers.routesFor(row.model)
+    let index = routeIndex ?? 0
+    let h = handle ?? row.upstream ?? null
+    if (routeIndex === undefined && (row.provider_job_id !== null || row.route)) {
+      // A stored job: the route it ran on, whatever the routing file says now.
+      const r = providers.routeOf(row.model, row.route ?? null, row.provider)
+      index = routes.indexOf(r)
+      if (index < 0) { routes = [r]; index = 0 }
+      if (h === null && row.provider_job_id !== null) h = { id: row.provider_job_id, model: r.spec.model }
+    }
+    return new JobActor(row, pj ?? {
       id: row.id,
       type: row.type,
       model: row.model,
       text: directiveTextOf(row.request, row.prompt),
       estimatedSeconds: row.estimated_seconds,
       request: row.request,
-    }, provider, this, expectedMs(row, this.deps.simSpeed))
-    this.jobs.set(row.id, job)
-    return job
+    }, routes, this, expectedMs(row, routes[index], this.deps.simSpeed), index, h)
   }
 
   /** Resume a claimed job (restart, or another node's expired lease). */
@@ -423,8 +488,35 @@ export class AccountActor implements JobHost {
       this.inFlight.set(row.key_id, (this.inFlight.get(row.key_id) ?? 0) + 1)
     }
     const job = this.adopt(row)
+    // A submitted job holds a slot of its route's capacity again.
+    if (job.handle !== null) { job.route.acquire(); job.took(job.route) }
     job.schedule(1)
   }
+
+  /**
+   * A verified provider callback (issue 11 point 4) for a job of this account. A live job takes
+   * it at once (its state, or a poll now for a hint). A job this node does not run (another
+   * node holds its lease) is settled here when the callback reports an end: the terminal
+   * transition is a conditional UPDATE with the refund in the same transaction, so exactly one
+   * node moves the money whichever gets there first (docs/decisions.md).
+   */
+  callback (jobId: string, state: UpstreamState | undefined): Promise<'live' | 'settled' | 'ignored'> {
+    return this.mailbox.post(async () => {
+      const live = this.jobs.get(jobId)
+      if (live) { live.poke(state); return 'live' as const }
+      const row = await getJob(this.deps.sql, jobId) as UpstreamJobRow | undefined
+      if (!row || row.account_id !== this.id || TERMINAL_STATUSES.has(row.status) || row.provider_job_id === null) return 'ignored' as const
+      await this.load()
+      const job = this.actorFor(row)
+      // Not registered: it runs one step and is dropped (the owner keeps polling).
+      job.oneShot = true
+      job.poke(state)
+      return 'settled' as const
+    })
+  }
+
+  /** Route states of this shard (GET /v1/health). */
+  routeStates (): ReturnType<Providers['states']> { return this.deps.providers.states() }
 
   // ---- JobHost: persisted transitions ------------------------------------------------------
 
@@ -432,45 +524,92 @@ export class AccountActor implements JobHost {
     this.deps.emit({ type: 'job.updated', accountId: this.id, job: viewOf(row) })
   }
 
-  progress (job: JobActor, status: JobStatus, progress: number, providerJobId: string | null): Promise<void> {
+  progress (job: JobActor, status: JobStatus, progress: number, events: UpstreamEvent[] = []): Promise<void> {
     return this.mailbox.post(async () => {
       if (job.terminal) return
       const at = new Date()
-      await this.deps.commit.run(tx => updateJobProgress(tx, job.id, status, progress, providerJobId, at))
+      const ev = job.route.recordsHistory ? events : []
+      await this.deps.commit.run(async (tx) => {
+        await updateJobProgress(tx, job.id, status, progress, null, at)
+        if (ev.length) await appendEvents(tx, ev)
+      })
       const r = job.row
       r.status = status
       r.progress = progress
-      if (providerJobId !== null) r.provider_job_id = providerJobId
       r.updated_at = at
       this.emit(r)
     })
   }
 
-  complete (job: JobActor, resultUrl: string): Promise<void> {
+  /** A queued job (or one whose creation timed out) handed to its provider. */
+  submitted (job: JobActor, route: Route, handle: UpstreamHandle, events: UpstreamEvent[]): Promise<void> {
     return this.mailbox.post(async () => {
       if (job.terminal) return
+      const at = new Date()
+      const deadline = this.deadlineFrom(job, route, at.getTime())
+      await this.deps.commit.run(async (tx) => {
+        await recordSubmission(tx, job.id, { route: route.key, provider: route.provider.name, handle, deadline, at })
+        if (events.length && route.recordsHistory) await appendEvents(tx, events)
+      })
+      const r = job.row
+      r.status = 'submitted'
+      r.provider = route.provider.name
+      r.provider_job_id = handle.id
+      r.upstream = handle
+      r.route = route.key
+      r.submitted_at = at
+      r.deadline_at = deadline
+      r.updated_at = at
+      this.emit(r)
+    })
+  }
+
+  record (events: UpstreamEvent[]): Promise<void> {
+    if (events.length === 0) return Promise.resolve()
+    return this.deps.commit.run(tx => appendEvents(tx, events))
+  }
+
+  deadlineFrom (job: JobActor, route: Route, at: number): Date {
+    return deadlineOf(route, job.row.estimated_seconds, this.deps.simSpeed, at)
+  }
+
+  submitWith (job: JobActor, route: Route): Promise<UpstreamHandle> {
+    return submitOn(route, job.pj, job.row.prompt, this.deps.publicBaseUrl)
+  }
+
+  complete (job: JobActor, resultUrl: string, events: UpstreamEvent[] = [], thumbnailUrl: string | null = null): Promise<void> {
+    return this.mailbox.post(async () => {
+      if (job.terminal) return
+      const history = job.route.recordsHistory
       const r = job.row
       const at = new Date()
       const final: JobRow = { ...r, status: 'completed', progress: 100, result_url: resultUrl, updated_at: at, completed_at: at }
       const done = await this.deps.commit.run(async (tx) => {
         const ok = await finishJob(tx, r.id, { status: 'completed', progress: 100, result_url: resultUrl, error_message: null, content_policy_violation: false, credits_refunded: 0, at })
-        if (!ok) return false
+        if (!ok) {
+          // Already terminal (refunded at our deadline, or settled by another node): a late
+          // success moves no money; the operator sees it in the history (issue 11 point 5).
+          if (history) await recordLateSuccess(tx, { job_id: r.id, source: 'late', route: job.route.key, state: 'succeeded', detail: { result_url: resultUrl, note: 'upstream success after the job ended; no money moved' } })
+          return false
+        }
+        if (history && events.length) await appendEvents(tx, events)
         await enqueueJobEvent(tx, this.id, viewOf(final), webhookOf(r), at)
         const modelId = r.model
         if (r.type === 'video' || r.type === 'extend') {
           const extendedFrom = r.source_job_id ? await videoIdOfJob(tx, r.source_job_id) : null
-          await insertVideo(tx, {
+          const videoId = await insertVideo(tx, {
             account_id: this.id, job_id: r.id, prompt: r.prompt, model: providerModel(r), model_id: modelId,
             aspect_ratio: (r.request.aspect_ratio as string | null) ?? (r.type === 'extend' ? null : '16:9'),
             video_url: resultUrl, extended_from_video_id: extendedFrom, created_at: r.created_at, completed_at: at,
           })
+          await setVideoMedia(tx, videoId, thumbnailUrl, embedUrlOf(this.deps.publicBaseUrl, videoId))
         } else if (r.type === 'image') {
           await insertImage(tx, { account_id: this.id, job_id: r.id, prompt: r.prompt, model: providerModel(r), model_id: modelId, image_url: resultUrl, created_at: r.created_at, completed_at: at })
         }
         return true
       })
       this.finished(job)
-      if (!done) return
+      if (!done) { await this.refreshView(r.id); return }
       r.status = 'completed'
       r.progress = 100
       r.result_url = resultUrl
@@ -480,12 +619,12 @@ export class AccountActor implements JobHost {
     })
   }
 
-  fail (job: JobActor, message: string, policyViolation: boolean): Promise<void> {
-    return this.mailbox.post(() => this.terminate(job, 'failed', message, policyViolation))
+  fail (job: JobActor, message: string, policyViolation: boolean, events: UpstreamEvent[] = []): Promise<void> {
+    return this.mailbox.post(() => this.terminate(job, 'failed', message, policyViolation, job.route.recordsHistory ? events : []))
   }
 
   /** failed or cancelled: refund in the same transaction as the terminal state (DESIGN.md 3). */
-  private async terminate (job: JobActor, status: 'failed' | 'cancelled', message: string | null, policyViolation: boolean): Promise<void> {
+  private async terminate (job: JobActor, status: 'failed' | 'cancelled', message: string | null, policyViolation: boolean, events: UpstreamEvent[] = []): Promise<void> {
     if (job.terminal) return
     const r = job.row
     const at = new Date()
@@ -494,13 +633,14 @@ export class AccountActor implements JobHost {
     const done = await this.deps.commit.run(async (tx) => {
       const ok = await finishJob(tx, r.id, { status, progress: r.progress, result_url: null, error_message: message, content_policy_violation: policyViolation, credits_refunded: refund, at })
       if (!ok) return false
+      if (events.length) await appendEvents(tx, events)
       await enqueueJobEvent(tx, this.id, viewOf(final), webhookOf(r), at)
       if (refund > 0) await applyCredit(tx, this.id, refund, 'refund', r.id, `${status} ${r.type} ${r.model}`)
       if (r.free_trial) await setFreeVideosUsed(tx, this.id, -1)
       return true
     })
     this.finished(job)
-    if (!done) return
+    if (!done) { await this.refreshView(r.id); return }
     const s = this.state
     if (s) {
       s.credits += refund
@@ -513,11 +653,23 @@ export class AccountActor implements JobHost {
     r.updated_at = at
     r.completed_at = at
     this.emit(r)
-    if (status === 'cancelled' && r.provider_job_id && job.provider.cancel) job.provider.cancel(r.provider_job_id).catch(() => {})
+  }
+
+  /**
+   * The job ended elsewhere (another node, or a callback settled it here without the live actor):
+   * the read cache and SSE get the stored terminal view instead of keeping a stale one.
+   */
+  private async refreshView (id: string): Promise<void> {
+    try {
+      const row = await getJob(this.deps.sql, id)
+      if (row && TERMINAL_STATUSES.has(row.status)) this.emit(row)
+    } catch {}
   }
 
   private finished (job: JobActor): void {
     job.stop()
+    // A job settled for a callback without being adopted (callback()) was never counted here.
+    if (this.jobs.get(job.id) !== job) return
     this.jobs.delete(job.id)
     this.decInFlight(job.row.key_id)
   }
@@ -619,8 +771,8 @@ function webhookOf (r: JobRow): { url: string | null; secret: string | null } {
   return { url: q.webhook_url ?? null, secret: q.webhook_secret ?? null }
 }
 
-function expectedMs (row: JobRow, simSpeed: number): number {
-  if (row.provider !== 'simulated') return row.estimated_seconds * 1000
+function expectedMs (row: JobRow, route: Route, simSpeed: number): number {
+  if (!route.provider.simulated) return row.estimated_seconds * 1000
   return row.model === 'voiceover' ? 1 : row.estimated_seconds * 1000 / simSpeed
 }
 

@@ -1,17 +1,31 @@
-import { Readable } from 'node:stream'
-import type { Provider, ProviderJob, ProviderStatus } from '../providers/provider.js'
 import type { JobRow, JobStatus } from '../jobs/view.js'
-import { resultFileOf } from '../providers/simulated.js'
+import type { UpstreamEvent } from '../db/upstream.js'
+import { UpstreamRefused, UpstreamUnavailable, type ProviderJob, type UpstreamHandle, type UpstreamState } from '../providers/provider.js'
+import type { Route } from '../providers/registry.js'
+import { ResultRejected, storeResult, type ResultRules } from '../providers/results.js'
+import { thumbnailFor } from '../providers/library-media.js'
 import type { Storage } from '../storage/storage.js'
+
+/** A stored job row with the upstream columns of sql/0008_upstream.sql. */
+export type UpstreamJobRow = JobRow & { route?: string | null; upstream?: UpstreamHandle | null; submitted_at?: Date | null }
 
 /** What a JobActor needs from its AccountActor (which owns balance and commits). */
 export interface JobHost {
-  /** Persist a non-terminal change (status, progress, provider id). */
-  progress (job: JobActor, status: JobStatus, progress: number, providerJobId: string | null): Promise<void>
+  /** Persist a non-terminal change (status, progress) plus upstream history. */
+  progress (job: JobActor, status: JobStatus, progress: number, events?: UpstreamEvent[]): Promise<void>
+  /** Persist a submission: route, handle, deadline counted from now (status `submitted`). */
+  submitted (job: JobActor, route: Route, handle: UpstreamHandle, events: UpstreamEvent[]): Promise<void>
   /** Persist the terminal state; failures refund in the same transaction. */
-  complete (job: JobActor, resultUrl: string): Promise<void>
-  fail (job: JobActor, message: string, policyViolation: boolean): Promise<void>
+  complete (job: JobActor, resultUrl: string, events?: UpstreamEvent[], thumbnailUrl?: string | null): Promise<void>
+  fail (job: JobActor, message: string, policyViolation: boolean, events?: UpstreamEvent[]): Promise<void>
+  /** Submits on `route` with the route's mapped input and our callback URL. */
+  submitWith (job: JobActor, route: Route): Promise<UpstreamHandle>
+  /** History only (refused routes, failed downloads). */
+  record (events: UpstreamEvent[]): Promise<void>
+  /** The deadline of a job a provider got now (DESIGN.md 5: counted from submission). */
+  deadlineFrom (job: JobActor, route: Route, at: number): Date
   storage: Storage
+  resultRules: ResultRules
   log: (msg: string, extra?: Record<string, unknown>) => void
 }
 
@@ -19,153 +33,315 @@ export interface JobHost {
 const MIN_POLL_MS = 20
 const MAX_POLL_MS = 5000
 const MAX_BACKOFF_MS = 60_000
+/** A queued job rechecks its routes at least this often (capacity is also pushed by wake-ups). */
+const QUEUED_RECHECK_MS = 5000
+/** Budget of the best-effort upstream cancel before a deadline refund. */
+const CANCEL_BUDGET_MS = 10_000
 
 /**
  * One job's state machine (SPEC.md section 3): queued -> submitted -> processing ->
- * completed | failed | cancelled. It polls its provider with backoff, and asks its host
- * (the AccountActor) to persist each change. Plain object with one timer; no thread of its own.
+ * completed | failed | cancelled. It submits on its routes in order (failover on a definitive
+ * refusal or an open breaker), polls with backoff, takes callback states (issue 11: callbacks
+ * first, polling reconciles), stores results in our storage, and asks its host (the
+ * AccountActor) to persist each change. One timer; ticks never overlap.
  */
 export class JobActor {
   timer: NodeJS.Timeout | null = null
-  /** Set while a submission is outstanding (queued retry, or a submit that timed out). */
+  /** Set while a submission is outstanding (a queued job's submit, or one that timed out at creation). */
   submitting: Promise<unknown> | null = null
   /** The provider's answer to `submitting`, noted when it arrives and persisted by tick(). */
-  private answer: { providerJobId: string } | { refused: Error } | null = null
+  private answer: { handle: UpstreamHandle } | { error: unknown } | null = null
   private errors = 0
   private readonly basePollMs: number
   terminal = false
+  /** Index into `routes` of the route in use (or to try next). */
+  private routeIndex: number
+  handle: UpstreamHandle | null
+  /** True while this job holds a capacity slot on `route`. */
+  private holdsSlot = false
+  /** Verified callback states waiting for the next tick (newest last). */
+  private pushed: UpstreamState[] = []
+  private running = false
+  /** A schedule() asked for during a tick, armed when it ends. */
+  private next: number | undefined
+  private lastState: string | null = null
+  /** Run one step and stop (a job settled for a callback on a node that does not run it). */
+  oneShot = false
+  /** Not before this time (upstream 429 Retry-After). */
+  private notBefore = 0
 
-  constructor (readonly row: JobRow, readonly pj: ProviderJob, readonly provider: Provider, private readonly host: JobHost, expectedMs: number) {
+  constructor (readonly row: UpstreamJobRow, readonly pj: ProviderJob, readonly routes: Route[], private readonly host: JobHost, expectedMs: number, routeIndex = 0, handle: UpstreamHandle | null = null) {
     this.basePollMs = Math.min(MAX_POLL_MS, Math.max(MIN_POLL_MS, Math.round(expectedMs / 10)))
+    this.routeIndex = routeIndex
+    this.handle = handle
   }
 
   get id (): string { return this.row.id }
+  get route (): Route { return this.routes[Math.min(this.routeIndex, this.routes.length - 1)] }
+
+  /** The creation path submitted on `route` and holds its slot (or its answer is outstanding). */
+  took (route: Route): void {
+    this.routeIndex = Math.max(0, this.routes.indexOf(route))
+    this.holdsSlot = true
+  }
 
   schedule (delayMs = this.basePollMs): void {
     if (this.terminal) return
+    // During a tick the request is kept and armed when the tick ends: ticks never overlap.
+    if (this.running) { this.next = this.next === undefined ? delayMs : Math.min(this.next, delayMs); return }
     if (this.timer) clearTimeout(this.timer)
-    this.timer = setTimeout(() => {
-      this.timer = null
-      this.tick().catch((err) => {
-        // A write that failed (a database hiccup, a failed group commit) must not strand the
-        // job: nothing re-armed the timer here before, so it stayed non-terminal until restart.
-        this.errors++
-        this.host.log('job tick failed; retrying', { job: this.id, err: String(err), errors: this.errors })
-        this.schedule(this.backoffMs())
-      })
-    }, delayMs)
+    // A job a provider holds wakes up at its deadline, not only at the next poll.
+    if (this.handle !== null || this.submitting) {
+      const until = this.row.deadline_at.getTime() - Date.now()
+      if (until >= 0) delayMs = Math.min(delayMs, until + 1)
+    }
+    this.timer = setTimeout(() => { this.timer = null; this.run() }, Math.max(delayMs, this.notBefore - Date.now(), 0))
+  }
+
+  private run (): void {
+    if (this.running || this.terminal) return
+    this.running = true
+    this.next = undefined
+    this.tick().then(() => {
+      this.running = false
+      if (this.oneShot) { this.stop(); return }
+      const d = this.next
+      this.next = undefined
+      if (d !== undefined) this.schedule(d)
+    }, (err) => {
+      this.running = false
+      this.next = undefined
+      if (this.oneShot) { this.stop(); return }
+      // A write that failed (a database hiccup, a failed group commit) must not strand the job.
+      this.errors++
+      this.host.log('job tick failed; retrying', { job: this.id, err: String(err), errors: this.errors })
+      this.schedule(this.backoffMs())
+    })
   }
 
   private backoffMs (): number {
     return Math.min(MAX_BACKOFF_MS, this.basePollMs * 2 ** this.errors)
   }
 
+  /** Stops the machine and frees its route slot or queue place (terminal, or the job moved). */
   stop (): void {
     this.terminal = true
     if (this.timer) { clearTimeout(this.timer); this.timer = null }
+    for (const r of this.routes) r.unwait(this.id)
+    if (this.holdsSlot) { this.holdsSlot = false; this.route.release() }
   }
 
-  /** Adopts the answer of a submission that timed out at creation, whenever it comes. */
-  awaitSubmission (p: Promise<{ providerJobId: string }>): void {
+  /** Nothing is sent to the provider before `ms` from now (upstream 429 Retry-After). */
+  retryAfter (ms: number): void { this.notBefore = Math.max(this.notBefore, Date.now() + ms) }
+
+  /** A verified callback (issue 11 point 4): its state if trustworthy, else a poll now. */
+  poke (state?: UpstreamState): void {
+    if (this.terminal) return
+    if (state) this.pushed.push(state)
+    this.schedule(0)
+  }
+
+  /** Adopts the answer of a submission that timed out at creation (or a queued job's submit). */
+  awaitSubmission (p: Promise<UpstreamHandle>): void {
     this.submitting = p
-    // Keep ticking while the answer is outstanding: a provider that never answers must still
-    // meet the job's deadline (failed + refund), and tick() only re-arms while `submitting`.
     this.answer = null
     this.schedule()
-    // The answer is only noted here and persisted by tick(), so a failed write is retried like
-    // any other (and never becomes an unhandled rejection, which would kill the shard worker).
-    // `submitting` stays set until the answer is persisted: the job cannot be cancelled and
-    // is not submitted again in between.
-    p.then(({ providerJobId }) => {
+    // Noted here, persisted by tick(): a failed write is retried like any other.
+    p.then((handle) => {
       if (this.submitting !== p) return
-      this.answer = { providerJobId }
+      this.answer = { handle }
       this.schedule(0)
-    }, (err: unknown) => {
+    }, (error: unknown) => {
       if (this.submitting !== p) return
-      this.answer = { refused: err instanceof Error ? err : new Error(String(err)) }
+      this.answer = { error }
       this.schedule(0)
     })
   }
 
+  private ev (source: UpstreamEvent['source'], state: string, detail?: Record<string, unknown>): UpstreamEvent {
+    return { job_id: this.id, source, route: this.route.key, state, detail: detail ?? null, at: new Date() }
+  }
+
   private async tick (): Promise<void> {
     if (this.terminal) return
-    if (Date.now() >= this.row.deadline_at.getTime()) {
-      await this.host.fail(this, 'The provider did not finish the job before its deadline; credits refunded', false)
-      return
-    }
-    if (this.submitting) {
-      const a = this.answer
-      if (a === null) { this.schedule(); return }
-      if ('refused' in a) {
-        await this.host.fail(this, `The provider refused the job: ${a.refused.message}`, false)
+    // The deadline runs only while a provider holds the job or its submission is outstanding
+    // (DESIGN.md 5, issue 10 point 9): a job queued for capacity waits as long as it takes.
+    if ((this.submitting || this.handle !== null) && Date.now() >= this.row.deadline_at.getTime()) return this.deadline()
+    if (this.submitting) return this.settleSubmission()
+    if (this.handle === null) return this.trySubmit()
+    let st: UpstreamState
+    let source: 'poll' | 'callback' = 'poll'
+    const pushed = this.pushed.shift()
+    if (pushed) {
+      st = pushed
+      source = 'callback'
+    } else {
+      try {
+        st = await this.route.provider.status(this.handle, this.pj, AbortSignal.timeout(30_000))
+        this.errors = 0
+      } catch (err) {
+        // Timeouts, 5xx, 429 on status keep the job running (issue 11 point 5).
+        this.errors++
+        const ra = err instanceof UpstreamUnavailable ? err.retryAfterMs : null
+        if (ra) this.notBefore = Date.now() + ra
+        this.host.log('provider status failed', { job: this.id, err: String(err), errors: this.errors })
+        this.schedule(Math.max(ra ?? 0, this.backoffMs()))
         return
       }
-      await this.host.progress(this, 'submitted', this.row.progress, a.providerJobId)
+    }
+    if (this.terminal) return
+    await this.apply(st, source)
+  }
+
+  /** One upstream state, from a poll or a verified callback: the same transition either way. */
+  private async apply (st: UpstreamState, source: 'poll' | 'callback'): Promise<void> {
+    const label = st.state === 'running' ? `running ${st.progress ?? ''}`.trim() : st.state
+    const changed = label !== this.lastState
+    const events = changed ? [this.ev(source, st.state, st.state === 'running' && st.progress !== undefined ? { progress: st.progress } : undefined)] : []
+    switch (st.state) {
+      case 'queued':
+        if (this.row.status !== 'submitted' || events.length) await this.host.progress(this, 'submitted', this.row.progress, events)
+        this.lastState = label
+        this.schedule()
+        return
+      case 'running': {
+        const progress = Math.max(this.row.progress, Math.min(99, Math.max(0, Math.floor(st.progress ?? this.row.progress))))
+        if (this.row.status !== 'processing' || progress !== this.row.progress || events.length) await this.host.progress(this, 'processing', progress, events)
+        this.lastState = label
+        this.schedule()
+        return
+      }
+      case 'succeeded': {
+        let url: string
+        try {
+          url = await this.store(st.outputs)
+        } catch (err) {
+          this.errors++
+          await this.host.record([this.ev('store_failed', 'succeeded', { error: String((err as Error)?.message ?? err) })]).catch(() => {})
+          this.host.log('storing the result failed', { job: this.id, err: String(err) })
+          if (err instanceof ResultRejected || this.errors > 8) {
+            await this.host.fail(this, `The provider's result could not be stored: ${(err as Error).message}; credits refunded`, false)
+            return
+          }
+          this.schedule(this.backoffMs())
+          return
+        }
+        // The library video's thumbnail (a frame; the image library has no thumbnail field):
+        // best effort, a job never fails for want of one.
+        let thumb: string | null = null
+        if (this.row.type === 'video' || this.row.type === 'extend') {
+          try { thumb = await thumbnailFor(this.host.storage, 'video', url) } catch (err) {
+            this.host.log('thumbnail failed', { job: this.id, err: String((err as Error)?.message ?? err) })
+          }
+        }
+        await this.host.complete(this, url, [...events, this.ev('stored', 'succeeded', { outputs: st.outputs.length, url, thumbnail_url: thumb })], thumb)
+        return
+      }
+      case 'failed':
+        await this.host.fail(this, st.reason || 'The provider failed the job', st.contentPolicy, events)
+        return
+      case 'canceled':
+        await this.host.fail(this, 'The provider cancelled the job; credits refunded', false, events)
+    }
+  }
+
+  /** Our deadline: try to cancel upstream first, then fail with a refund (a definitive end). */
+  private async deadline (): Promise<void> {
+    let cancelled: boolean | string = 'no upstream id (the submission never answered)'
+    if (this.handle !== null) {
+      try {
+        cancelled = await this.route.provider.cancel(this.handle, AbortSignal.timeout(CANCEL_BUDGET_MS))
+      } catch (err) { cancelled = String((err as Error)?.message ?? err) }
+    }
+    await this.host.fail(this, 'The provider did not finish the job before its deadline; credits refunded', false,
+      [this.ev('cancel', cancelled === true ? 'canceled' : 'unconfirmed', { answer: cancelled }), this.ev('deadline', 'failed')])
+  }
+
+  /** A job without an upstream handle: find a route with room, in order, and submit. */
+  private async trySubmit (): Promise<void> {
+    for (let i = this.routeIndex; i < this.routes.length; i++) {
+      const r = this.routes[i]
+      if (!r.breaker.allow()) continue
+      if (!r.provider.accepts(this.pj)) {
+        // The provider has no capacity for this job at all ([sim:queue]): it waits here, out of
+        // the route's queue, so it never holds up the jobs behind it.
+        this.routeIndex = i
+        this.schedule(QUEUED_RECHECK_MS)
+        return
+      }
+      if (!r.hasRoom(this.pj, this.id)) {
+        // Full: wait for room on the first route that is not broken (first come, first served).
+        this.routeIndex = i
+        r.wait(this.id, () => this.schedule(0))
+        this.schedule(QUEUED_RECHECK_MS)
+        return
+      }
+      this.routeIndex = i
+      r.unwait(this.id)
+      r.acquire()
+      this.holdsSlot = true
+      // The deadline counts from submission (persisted with the handle by host.submitted).
+      this.row.deadline_at = this.host.deadlineFrom(this, r, Date.now())
+      this.awaitSubmission(this.host.submitWith(this, r))
+      return
+    }
+    // Every route's breaker is open: look again later.
+    this.schedule(QUEUED_RECHECK_MS)
+  }
+
+  private async settleSubmission (): Promise<void> {
+    const a = this.answer
+    if (a === null) { this.schedule(); return }
+    const r = this.route
+    if ('handle' in a) {
+      r.breaker.success()
+      this.lastState = 'submitted'
+      await this.host.submitted(this, r, a.handle, [this.ev('submit', 'submitted', { upstream_id: a.handle.id })])
+      this.handle = a.handle
       this.submitting = null
       this.answer = null
       this.errors = 0
       this.schedule()
       return
     }
-    if (this.row.provider_job_id === null) {
-      // Queued for capacity, or resumed after a crash before the provider's id was recorded.
-      if (!this.provider.hasCapacity(this.pj)) { this.schedule(); return }
-      const p = this.provider.submit(this.pj)
-      this.awaitSubmission(p)
+    const err = a.error
+    this.submitting = null
+    this.answer = null
+    if (this.holdsSlot) { this.holdsSlot = false; r.release() }
+    if (err instanceof UpstreamRefused) {
+      // Definitive: this route will not run the job; the next one may (the job stays charged once).
+      r.breaker.failure()
+      await this.host.record([this.ev('refused', 'refused', { error: err.message })])
+      if (this.routeIndex + 1 < this.routes.length) { this.routeIndex++; this.schedule(0); return }
+      await this.host.fail(this, `The provider refused the job: ${err.message}; credits refunded`, false)
       return
     }
-    let st: ProviderStatus
-    try {
-      st = await this.provider.status(this.row.provider_job_id, this.pj)
-      this.errors = 0
-    } catch (err) {
-      this.errors++
-      this.host.log('provider status failed', { job: this.id, err: String(err), errors: this.errors })
-      this.schedule(Math.min(MAX_BACKOFF_MS, this.basePollMs * 2 ** this.errors))
-      return
-    }
-    if (this.terminal) return
-    switch (st.state) {
-      case 'queued':
-        if (this.row.status !== 'submitted') await this.host.progress(this, 'submitted', 0, null)
-        this.schedule()
-        return
-      case 'processing': {
-        const progress = Math.max(this.row.progress, Math.min(99, Math.max(0, Math.floor(st.progress))))
-        if (this.row.status !== 'processing' || progress !== this.row.progress) await this.host.progress(this, 'processing', progress, null)
-        this.schedule()
-        return
-      }
-      case 'completed': {
-        let url: string
-        try {
-          url = await this.store(st.resultUrl!)
-        } catch (err) {
-          this.errors++
-          this.host.log('storing the result failed', { job: this.id, err: String(err) })
-          this.schedule(Math.min(MAX_BACKOFF_MS, this.basePollMs * 2 ** this.errors))
-          return
-        }
-        await this.host.complete(this, url)
-        return
-      }
-      case 'failed':
-        await this.host.fail(this, st.error ?? 'The provider failed the job', st.policyViolation === true)
-    }
+    // Indefinite (network, 5xx, 429): the same route again later, after Retry-After if given.
+    // A 429 is the provider's capacity, not a fault: it does not count against the breaker.
+    if (!(err instanceof UpstreamUnavailable && err.httpStatus === 429)) r.breaker.failure()
+    this.errors++
+    const ra = err instanceof UpstreamUnavailable ? err.retryAfterMs : null
+    if (ra) this.notBefore = Date.now() + ra
+    this.host.log('submission failed; retrying', { job: this.id, err: String(err), errors: this.errors })
+    this.schedule(Math.max(ra ?? 0, this.backoffMs()))
   }
 
   /**
-   * Results live in our storage (DESIGN.md section 6): a provider URL is copied in; one that
-   * already points at our storage (the simulated provider writes there) is kept.
+   * Results live in our storage (DESIGN.md 6, issue 11 point 6): every output is copied in
+   * (the primary one is the result); an output already in our storage (the simulated provider
+   * writes there) is kept as it is.
    */
-  private async store (resultUrl: string): Promise<string> {
+  private async store (outputs: string[]): Promise<string> {
+    if (outputs.length === 0) throw new ResultRejected('the provider reported success without any output')
     const storage = this.host.storage
-    const file = resultFileOf(this.pj)
-    const key = `results/${this.id}.${file.ext}`
-    if (resultUrl === storage.url(key)) return resultUrl
-    const res = await fetch(resultUrl, { redirect: 'follow', signal: AbortSignal.timeout(120_000) })
-    if (!res.ok || !res.body) throw new Error(`fetching the provider result answered ${res.status}`)
-    await storage.put(key, Readable.fromWeb(res.body as any), res.headers.get('content-type') ?? file.contentType)
-    return storage.url(key)
+    const own = storage.url('')
+    const urls: string[] = []
+    for (let i = 0; i < outputs.length; i++) {
+      const o = outputs[i]
+      if (o.startsWith(own)) { urls.push(o); continue }
+      const stored = await storeResult(storage, i === 0 ? this.id : `${this.id}-${i}`, this.row.type, o, this.host.resultRules)
+      urls.push(stored.url)
+    }
+    return urls[0]
   }
 }

@@ -1,5 +1,7 @@
 import type { Config } from '../config.js'
 import type { JobView } from '../jobs/view.js'
+import type { UpstreamState } from '../providers/upstream.js'
+import type { RouteState } from '../providers/registry.js'
 
 /**
  * Every message that crosses a thread boundary (DESIGN.md section 2, "Message passing").
@@ -104,6 +106,13 @@ export interface ShardRequests {
   }
   /** A content-policy hit: counts it and suspends the account at the threshold. */
   'account.violation': { req: { accountId: number }; res: { violations: number; banned: boolean } }
+  /**
+   * A verified provider callback for a job of this account (issue 11 point 4): `state` when
+   * the callback is signed over its body, else absent (a hint: the job polls now).
+   */
+  'job.callback': { req: { accountId: number; jobId: string; state?: UpstreamState }; res: 'live' | 'settled' | 'ignored' }
+  /** Each configured route's breaker, in-flight and queued counts on this shard (GET /v1/health). */
+  'shard.routes': { req: Record<never, never>; res: RouteState[] }
   /** Test and ops probe: answers after the shard's pending group commit is durable. */
   'shard.ping': { req: Record<never, never>; res: { shard: number; actors: number } }
   /** Metrics scrape (src/metrics.ts): this shard's worker-side measurements. */

@@ -27,10 +27,12 @@ const storage = await createStorage(config)
 const deps: ActorDeps = {
   sql,
   commit,
-  providers: new Providers(config, storage),
+  providers: await Providers.load(config, storage, init.shards),
   storage,
   simSpeed: config.simSpeed,
   submitTimeoutMs: config.submitTimeoutMs,
+  publicBaseUrl: config.publicBaseUrl,
+  resultRules: { allowlist: config.webhookAllowlist, maxBytes: config.resultMaxBytes, timeoutMs: config.resultTimeoutMs, attempts: 3 },
   violationThreshold: config.policyViolationLimit,
   nodeId: init.nodeId,
   multiNode: config.redisUrl !== undefined,
@@ -56,6 +58,8 @@ async function handle (msg: ShardMsg): Promise<unknown> {
     case 'job.create': return account(msg.accountId).createJob(msg)
     case 'job.cancel': return account(msg.accountId).cancel(msg.jobId)
     case 'batch.create': return account(msg.accountId).createBatch(msg)
+    case 'job.callback': return account(msg.accountId).callback(msg.jobId, msg.state)
+    case 'shard.routes': return deps.providers.states()
     case 'shard.ping': await commit.idle(); return { shard: init.shard, actors: accounts.size }
     case 'shard.stats': return snapshotStats()
   }

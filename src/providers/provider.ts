@@ -1,38 +1,39 @@
 /**
- * The provider interface (DESIGN.md section 5). A provider accepts a job, reports its state
- * when polled and, for the simulated one, writes the result through storage.
+ * The provider interface the job path uses (DESIGN.md section 5, issue 11). Every route kind
+ * implements it: the simulated provider directly, the real adapters (fal, replicate, kie:
+ * src/providers/upstream.ts) through a thin wrapper in src/providers/routing.ts. The states,
+ * handles and errors are the upstream contract's: UpstreamRefused is definitive (nothing
+ * charged, the next route may be tried), UpstreamUnavailable indefinite (retry).
  */
+import type { RawCallback, UpstreamHandle, UpstreamRequest, UpstreamState, VerifiedCallback } from './upstream.js'
 
-/** What a provider needs to run a job. */
+export { UpstreamRefused, UpstreamUnavailable } from './upstream.js'
+export type { RawCallback, UpstreamHandle, UpstreamRequest, UpstreamState, VerifiedCallback } from './upstream.js'
+
+/** What a provider needs to run a job (besides the mapped upstream input). */
 export interface ProviderJob {
   id: string
   type: 'video' | 'image' | 'audio' | 'extend'
   model: string
-  /** The prompt, or for audio the text/style/lyrics, where directives are looked up. */
+  /** The prompt, or for audio the text/style/lyrics, where [sim:*] directives are looked up. */
   text: string
   estimatedSeconds: number
   /** Normalised request (options, media URLs, output_format...). */
   request: Record<string, unknown>
 }
 
-export interface ProviderStatus {
-  state: 'queued' | 'processing' | 'completed' | 'failed'
-  progress: number
-  /** URL of the result once completed (ours for the simulated provider, else the provider's). */
-  resultUrl?: string
-  error?: string
-  policyViolation?: boolean
-}
-
-/** Submission refused by the provider: nothing is charged (HTTP 502 PROVIDER_ERROR). */
-export class ProviderRefused extends Error {}
-
-export interface Provider {
+/** One route kind: simulated, fal, replicate or kie. */
+export interface RouteProvider {
   readonly name: string
-  /** False when the provider has no capacity for this job now: it is committed `queued`. */
-  hasCapacity (job: ProviderJob): boolean
-  /** Resolves with the provider's job id; rejects with ProviderRefused when refused. */
-  submit (job: ProviderJob): Promise<{ providerJobId: string }>
-  status (providerJobId: string, job: ProviderJob): Promise<ProviderStatus>
-  cancel? (providerJobId: string): Promise<void>
+  /** True for a provider that runs in-process (its deadline scales with SIM_SPEED). */
+  readonly simulated: boolean
+  /** False when this job must wait for capacity whatever the route's cap ([sim:queue]). */
+  accepts (job: ProviderJob): boolean
+  submit (req: UpstreamRequest, job: ProviderJob, signal?: AbortSignal): Promise<UpstreamHandle>
+  status (handle: UpstreamHandle, job: ProviderJob, signal?: AbortSignal): Promise<UpstreamState>
+  cancel (handle: UpstreamHandle, signal?: AbortSignal): Promise<boolean>
+  /** True when callbacks can be verified (fal always; Replicate and Kie with their secret): a callback URL is sent. */
+  readonly takesCallbacks?: boolean
+  /** Absent: the provider sends no callbacks (simulated). */
+  verifyCallback? (req: RawCallback): Promise<VerifiedCallback>
 }

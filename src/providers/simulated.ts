@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import type { Storage } from '../storage/storage.js'
-import { ProviderRefused, type Provider, type ProviderJob, type ProviderStatus } from './provider.js'
+import { MediaError, makeImage, makeVideo } from '../media/ffmpeg.js'
+import { UpstreamRefused, type ProviderJob, type RouteProvider, type UpstreamHandle, type UpstreamRequest, type UpstreamState } from './provider.js'
 
 /**
  * The simulated provider (DESIGN.md section 5), the default. Timing follows the catalogue's
@@ -14,6 +15,15 @@ import { ProviderRefused, type Provider, type ProviderJob, type ProviderStatus }
  * Prompt directives: [sim:fail] [sim:policy] [sim:reject] [sim:queue] [sim:timeout].
  */
 export const DIRECTIVES = ['fail', 'policy', 'reject', 'queue', 'timeout'] as const
+
+/** Simulated video sizes by aspect ratio (small: they are test media). `adaptive` follows 16:9. */
+const VIDEO_SIZES: Record<string, [number, number]> = {
+  '16:9': [640, 360], '9:16': [360, 640], '2:3': [360, 540], '3:2': [540, 360], '1:1': [480, 480],
+  '4:3': [480, 360], '3:4': [360, 480], '21:9': [840, 360], adaptive: [640, 360],
+}
+const IMAGE_SIZES: Record<string, [number, number]> = {
+  '16:9': [640, 360], '9:16': [360, 640], '2:3': [400, 600], '3:2': [600, 400], '1:1': [512, 512], auto: [512, 512],
+}
 export type Directive = typeof DIRECTIVES[number]
 
 export function directivesOf (text: string): Set<Directive> {
@@ -47,11 +57,13 @@ export function resultFileOf (job: ProviderJob): { name: string; ext: string; co
   return { name: 'sample.mp4', ext: 'mp4', contentType: 'video/mp4' }
 }
 
-export class SimulatedProvider implements Provider {
+export class SimulatedProvider implements RouteProvider {
   readonly name = 'simulated'
+  readonly simulated = true
   constructor (private readonly storage: Storage, private readonly simSpeed: number) {}
 
-  hasCapacity (job: ProviderJob): boolean {
+  /** `[sim:queue]`: the provider has no capacity for this job, ever (it waits until cancelled). */
+  accepts (job: ProviderJob): boolean {
     return !directivesOf(job.text).has('queue')
   }
 
@@ -61,31 +73,54 @@ export class SimulatedProvider implements Provider {
     return Math.max(1, Math.round(job.estimatedSeconds * 1000 / this.simSpeed))
   }
 
-  async submit (job: ProviderJob): Promise<{ providerJobId: string }> {
+  async submit (req: UpstreamRequest, job: ProviderJob): Promise<UpstreamHandle> {
     const d = directivesOf(job.text)
-    if (d.has('reject')) throw new ProviderRefused('Simulated provider refused the submission ([sim:reject])')
+    if (d.has('reject')) throw new UpstreamRefused('Simulated provider refused the submission ([sim:reject])')
     if (d.has('timeout')) return new Promise(() => {}) // never answers
     const flags = (d.has('fail') ? 'f' : '') + (d.has('policy') ? 'p' : '') || 'n'
-    return { providerJobId: `sim_${Date.now().toString(36)}_${this.durationMs(job).toString(36)}_${flags}_${randomBytes(4).toString('hex')}` }
+    return { id: `sim_${Date.now().toString(36)}_${this.durationMs(job).toString(36)}_${flags}_${randomBytes(4).toString('hex')}`, model: req.model }
   }
 
-  async status (providerJobId: string, job: ProviderJob): Promise<ProviderStatus> {
-    const [, at, dur, flags] = providerJobId.split('_')
+  async status (handle: UpstreamHandle, job: ProviderJob): Promise<UpstreamState> {
+    const [, at, dur, flags] = handle.id.split('_')
     const started = parseInt(at, 36)
     const duration = parseInt(dur, 36)
+    if (!Number.isFinite(started) || !Number.isFinite(duration) || flags === undefined) return { state: 'failed', reason: `Unknown simulated job ${handle.id}`, contentPolicy: false }
     const elapsed = Date.now() - started
-    if (flags.includes('f') && elapsed >= duration / 2) return { state: 'failed', progress: 50, error: 'The provider failed to generate this job (simulated [sim:fail])' }
-    if (flags.includes('p') && elapsed >= duration / 2) return { state: 'failed', progress: 50, error: 'The provider flagged the output as violating its content policy', policyViolation: true }
+    if (flags.includes('f') && elapsed >= duration / 2) return { state: 'failed', reason: 'The provider failed to generate this job (simulated [sim:fail])', contentPolicy: false }
+    if (flags.includes('p') && elapsed >= duration / 2) return { state: 'failed', reason: 'The provider flagged the output as violating its content policy', contentPolicy: true }
     if (elapsed < duration) {
-      if (elapsed < duration * 0.05) return { state: 'queued', progress: 0 }
-      return { state: 'processing', progress: Math.min(99, Math.max(1, Math.floor(elapsed / duration * 100))) }
+      if (elapsed < duration * 0.05) return { state: 'queued' }
+      return { state: 'running', progress: Math.min(99, Math.max(1, Math.floor(elapsed / duration * 100))) }
     }
     const file = resultFileOf(job)
     const key = `results/${job.id}.${file.ext}`
     // Written once; a restart or a repeated poll finds it in place.
-    if (!(await this.storage.head(key))) await this.storage.put(key, await asset(file.name), file.contentType)
-    return { state: 'completed', progress: 100, resultUrl: this.storage.url(key) }
+    if (!(await this.storage.head(key))) await this.storage.put(key, await this.media(job, file.name), file.contentType)
+    return { state: 'succeeded', outputs: [this.storage.url(key)] }
   }
 
-  async cancel (): Promise<void> {}
+  async cancel (): Promise<boolean> { return true }
+
+  /**
+   * The result follows the request (issue 11 point 8): a video of the requested aspect ratio
+   * and duration, an image of the requested aspect ratio and format (ffmpeg, cached by
+   * parameters). Audio, and any ffmpeg failure, fall back to the bundled sample file.
+   */
+  private async media (job: ProviderJob, sample: string): Promise<Buffer> {
+    try {
+      if (job.type === 'video' || job.type === 'extend') {
+        const [width, height] = VIDEO_SIZES[String(job.request.aspect_ratio ?? '16:9')] ?? VIDEO_SIZES['16:9']
+        const seconds = Math.min(30, Math.max(1, Number(job.request.duration) || Number(job.request.audio_duration) || 8))
+        return await makeVideo({ width, height, seconds })
+      }
+      if (job.type === 'image') {
+        const [width, height] = IMAGE_SIZES[String(job.request.aspect_ratio ?? '1:1')] ?? IMAGE_SIZES['1:1']
+        return await makeImage({ width, height, format: job.request.output_format === 'jpeg' ? 'jpeg' : 'png' })
+      }
+    } catch (err) {
+      if (!(err instanceof MediaError)) throw err
+    }
+    return asset(sample)
+  }
 }

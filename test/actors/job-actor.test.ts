@@ -4,7 +4,8 @@
 import t from 'tap'
 import { JobActor, type JobHost } from '../../src/actors/job-actor.js'
 import type { JobRow, JobStatus } from '../../src/jobs/view.js'
-import type { Provider, ProviderJob, ProviderStatus } from '../../src/providers/provider.js'
+import { UpstreamRefused, type ProviderJob, type RouteProvider, type UpstreamHandle, type UpstreamState } from '../../src/providers/provider.js'
+import { Route } from '../../src/providers/registry.js'
 import type { Storage } from '../../src/storage/storage.js'
 
 const sleep = (ms: number) => new Promise<void>(resolve => setTimeout(resolve, ms))
@@ -22,6 +23,7 @@ function rowOf (over: Partial<JobRow> = {}): JobRow {
 }
 
 const storage = { url: (key: string) => `mem://${key}` } as unknown as Storage
+type Provider = RouteProvider & { submits: number[] }
 
 /** A host that records what it persists and fails the first `failures` writes. */
 function hostOf (failures: number) {
@@ -31,15 +33,24 @@ function hostOf (failures: number) {
   const host: JobHost & { calls: string[] } = {
     calls,
     storage,
+    resultRules: { allowlist: [], maxBytes: 1e6, timeoutMs: 1000, attempts: 1 },
     log: () => {},
-    async progress (job, status: JobStatus, progress, providerJobId) {
+    async progress (job, status: JobStatus, progress) {
       write()
       if (job.terminal) return
       job.row.status = status
       job.row.progress = progress
-      if (providerJobId !== null) job.row.provider_job_id = providerJobId
-      calls.push(`progress ${status} ${progress}${providerJobId ? ` ${providerJobId}` : ''}`)
+      calls.push(`progress ${status} ${progress}`)
     },
+    async submitted (job, _route, handle) {
+      write()
+      if (job.terminal) return
+      job.row.provider_job_id = handle.id
+      calls.push(`submitted ${handle.id}`)
+    },
+    submitWith: (job, route) => route.provider.submit({ jobId: job.id, model: 'm', input: {}, callbackUrl: null }, job.pj),
+    async record () {},
+    deadlineFrom: (job) => job.row.deadline_at,
     async complete (job, url) {
       write()
       if (job.terminal) return
@@ -62,21 +73,23 @@ function hostOf (failures: number) {
 function providerOf (o: { polls?: number; answerMs?: number; refuse?: boolean } = {}) {
   let n = 0
   const submits: number[] = []
-  const p: Provider & { submits: number[] } = {
+  const p: Provider = {
     name: 'fake',
+    simulated: true,
     submits,
-    hasCapacity: () => true,
-    async submit () {
+    accepts: () => true,
+    async submit (): Promise<UpstreamHandle> {
       submits.push(Date.now())
       if (o.answerMs) await sleep(o.answerMs)
-      if (o.refuse) throw new Error('refused')
-      return { providerJobId: `p${submits.length}` }
+      if (o.refuse) throw new UpstreamRefused('refused')
+      return { id: `p${submits.length}`, model: 'm' }
     },
-    async status (_id: string, job: ProviderJob): Promise<ProviderStatus> {
+    async status (_h: UpstreamHandle, job: ProviderJob): Promise<UpstreamState> {
       n++
-      if (n < (o.polls ?? 3)) return { state: 'processing', progress: n * 10 }
-      return { state: 'completed', progress: 100, resultUrl: storage.url(`results/${job.id}.png`) }
+      if (n < (o.polls ?? 3)) return { state: 'running', progress: n * 10 }
+      return { state: 'succeeded', outputs: [storage.url(`results/${job.id}.png`)] }
     },
+    async cancel () { return true },
   }
   return p
 }
@@ -89,7 +102,9 @@ async function until (cond: () => boolean, ms = 5000): Promise<boolean> {
 
 function start (row: JobRow, provider: Provider, host: JobHost): JobActor {
   const pj: ProviderJob = { id: row.id, type: row.type, model: row.model, text: 'p', estimatedSeconds: 1, request: {} }
-  return new JobActor(row, pj, provider, host, 100) // polls every 20 ms
+  const route = new Route('m#0:fake:m', row.model, { provider: 'simulated', model: 'm' }, provider, Infinity)
+  const handle = row.provider_job_id ? { id: row.provider_job_id, model: 'm' } : null
+  return new JobActor(row, pj, [route], host, 100, 0, handle) // polls every 20 ms
 }
 
 t.test('a polled job moves through processing to completed with monotonic progress', async (t) => {
@@ -123,7 +138,7 @@ t.test('a submission answered after the creation timed out is recorded once, eve
   const host = hostOf(1)
   const provider = providerOf({ polls: 2, answerMs: 50 })
   const job = start(rowOf({ status: 'submitted', provider_job_id: null }), provider, host)
-  job.awaitSubmission(provider.submit(job.pj)) // as AccountActor does after a 504
+  job.awaitSubmission(provider.submit({ jobId: job.id, model: 'm', input: {}, callbackUrl: null }, job.pj)) // as AccountActor does after a 504
   t.ok(await until(() => job.terminal), 'terminal')
   t.equal(provider.submits.length, 1, 'submitted exactly once')
   t.equal(job.row.provider_job_id, 'p1', 'the provider id was recorded')
@@ -134,7 +149,7 @@ t.test('a refusal that arrives after the timeout fails the job (refund), even if
   const host = hostOf(1)
   const provider = providerOf({ answerMs: 20, refuse: true })
   const job = start(rowOf({ provider_job_id: null }), provider, host)
-  job.awaitSubmission(provider.submit(job.pj))
+  job.awaitSubmission(provider.submit({ jobId: job.id, model: 'm', input: {}, callbackUrl: null }, job.pj))
   t.ok(await until(() => job.terminal), 'terminal')
   t.match(host.calls.at(-1), /^fail The provider refused the job/)
 })
@@ -143,7 +158,7 @@ t.test('a submission that never answers fails at the deadline', async (t) => {
   const host = hostOf(0)
   const never: Provider = { ...providerOf(), submit: () => new Promise(() => {}) }
   const job = start(rowOf({ provider_job_id: null, deadline_at: new Date(Date.now() + 150) }), never, host)
-  job.awaitSubmission(never.submit(job.pj))
+  job.awaitSubmission(never.submit({ jobId: job.id, model: 'm', input: {}, callbackUrl: null }, job.pj))
   t.ok(await until(() => job.terminal, 2000), 'terminal')
   t.match(host.calls, [/deadline/])
 })

@@ -35,7 +35,8 @@ t.test('GET /v1/health answers 200 ok with the database check, uncached by clien
   assertShape(t, r.body, 'ok')
   t.equal(r.body.checks.database, 'ok')
   t.equal(r.headers.get('cache-control'), 'no-store')
-  t.same(Object.keys(r.body).sort(), ['checks', 'service', 'status', 'timestamp', 'version'])
+  t.same(Object.keys(r.body).sort(), ['checks', 'providers', 'service', 'status', 'timestamp', 'version'])
+  t.same(r.body.providers, [], 'no PROVIDERS_FILE: no routes (every model simulated)')
 })
 
 t.test('PostgreSQL unreachable: 503 degraded; reachable again: 200 ok without a restart', async (t) => {

@@ -13,6 +13,8 @@ import { routes as dashboard } from './dashboard.js'
 import { routes as ledger } from './ledger.js'
 import { routes as library } from './library.js'
 import { routes as metrics } from './metrics.js'
+import { routes as embed } from './embed.js'
+import { routes as providers } from './providers.js'
 import { routes as sse } from './sse.js'
 import { systemRoutes } from './system.js'
 import { routes as usage } from './usage.js'
@@ -21,5 +23,5 @@ import { routes as webhooks } from './webhooks.js'
 
 /** Every route of the service, in OpenAPI order. `openapi` is read lazily (it lists these). */
 export function allRoutes (openapi: () => unknown, extra: Route[] = []): Route[] {
-  return [...systemRoutes(openapi), ...docs, ...catalog, ...extra, ...generate, ...jobs, ...library, ...assets, ...credits, ...ledger, ...usage, ...sse, ...webhooks, ...uploads, ...auth, ...keys, ...admin, ...metrics, ...dashboard, ...files]
+  return [...systemRoutes(openapi), ...docs, ...catalog, ...extra, ...generate, ...jobs, ...library, ...assets, ...credits, ...ledger, ...usage, ...sse, ...webhooks, ...uploads, ...auth, ...keys, ...admin, ...providers, ...embed, ...metrics, ...dashboard, ...files]
 }

@@ -1,5 +1,6 @@
 import { etagOf } from '../../catalog/index.js'
-import { Type } from '@sinclair/typebox'
+import { Type, type Static } from '@sinclair/typebox'
+import type { RouteState } from '../../providers/registry.js'
 import type { Route } from '../route.js'
 import type { Services } from '../../services.js'
 
@@ -9,7 +10,34 @@ const Health = Type.Object({
   version: Type.String(),
   timestamp: Type.String({ format: 'date-time' }),
   checks: Type.Object({ database: Type.String() }),
+  providers: Type.Array(Type.Object({
+    model: Type.String(),
+    route: Type.String(),
+    provider: Type.String(),
+    upstream_model: Type.String(),
+    breaker: Type.Union([Type.Literal('open'), Type.Literal('closed')], { description: 'open on any shard: the route is skipped until its cool-down ends' }),
+    in_flight: Type.Integer({ description: 'Jobs the provider holds on this route (this node)' }),
+    queued: Type.Integer({ description: 'Charged jobs waiting for room on this route (this node)' }),
+    max_concurrent: Type.Union([Type.Integer(), Type.Null()]),
+  }), { description: 'Each route of PROVIDERS_FILE (empty: every model on the simulated provider)' }),
 })
+
+/** Route states summed over this node's shards. */
+async function routeStates (s: Services): Promise<Static<typeof Health>['providers']> {
+  if (!s.config.providersFile) return []
+  const per = await Promise.all(Array.from({ length: s.shards.size }, (_, i) => s.shards.askShard(i, { type: 'shard.routes' }, 2000).catch(() => [] as RouteState[])))
+  const byRoute = new Map<string, RouteState>()
+  for (const list of per) {
+    for (const r of list) {
+      const a = byRoute.get(r.route)
+      if (!a) { byRoute.set(r.route, { ...r }); continue }
+      a.in_flight += r.in_flight
+      a.queued += r.queued
+      if (r.breaker === 'open') a.breaker = 'open'
+    }
+  }
+  return [...byRoute.values()]
+}
 
 /** Probe state per service instance (several apps can share a process, e.g. in tests). */
 interface Probe { last: { at: number; ok: boolean } | null; probing: Promise<boolean> | null }
@@ -52,7 +80,7 @@ export function systemRoutes (openapi: () => unknown): Route[] {
       tag: 'System',
       schema: { response: { 200: Health, 503: Health } },
       async handler (ctx) {
-        const ok = await databaseUp(ctx.services)
+        const [ok, providers] = await Promise.all([databaseUp(ctx.services), routeStates(ctx.services)])
         return {
           status: ok ? 200 : 503,
           headers: { 'Cache-Control': 'no-store' },
@@ -62,6 +90,7 @@ export function systemRoutes (openapi: () => unknown): Route[] {
             version: ctx.services.version,
             timestamp: new Date().toISOString(),
             checks: { database: ok ? 'ok' : 'unreachable' },
+            providers,
           },
         }
       },

@@ -1,0 +1,83 @@
+import type { Q } from './connect.js'
+import type { UpstreamHandle } from '../providers/upstream.js'
+
+/**
+ * Upstream bookkeeping of jobs (issue 11, sql/0008_upstream.sql): the route and handle of a
+ * submission, the upstream status history, and the callback lookup.
+ */
+
+export interface UpstreamEvent {
+  job_id: string
+  source: 'submit' | 'refused' | 'poll' | 'callback' | 'cancel' | 'deadline' | 'late' | 'stored' | 'store_failed'
+  route: string | null
+  state: string
+  detail?: Record<string, unknown> | null
+  at?: Date
+}
+
+/**
+ * A job handed to a provider: route, handle and the deadline counted from now (DESIGN.md 5:
+ * the deadline applies only to jobs a provider holds). Only a non-terminal job changes.
+ */
+export async function recordSubmission (tx: Q, jobId: string, s: { route: string; provider: string; handle: UpstreamHandle; deadline: Date; at: Date }): Promise<boolean> {
+  const r = await tx`
+    UPDATE jobs SET status = 'submitted', provider = ${s.provider}, provider_job_id = ${s.handle.id}, upstream = ${tx.json(s.handle as any)},
+      route = ${s.route}, submitted_at = ${s.at}, deadline_at = ${s.deadline}, updated_at = ${s.at}
+    WHERE id = ${jobId} AND status IN ('queued', 'submitted', 'processing')`
+  return r.count === 1
+}
+
+export async function appendEvents (tx: Q, events: UpstreamEvent[]): Promise<void> {
+  if (events.length === 0) return
+  const rows = events.map(e => ({ job_id: e.job_id, source: e.source, route: e.route, state: e.state, detail: e.detail ? tx.json(e.detail as any) : null, at: e.at ?? new Date() }))
+  await tx`INSERT INTO job_upstream_events ${tx(rows as any, 'job_id', 'source', 'route', 'state', 'detail', 'at')}`
+}
+
+/**
+ * A success seen for a job that already ended failed or cancelled (refunded): recorded for the
+ * operator, no money moves (issue 11 point 5). Nothing is written when the job completed (another
+ * node got there first).
+ */
+export async function recordLateSuccess (tx: Q, e: UpstreamEvent): Promise<void> {
+  await tx`INSERT INTO job_upstream_events (job_id, source, route, state, detail, at)
+    SELECT ${e.job_id}, 'late', ${e.route}, 'succeeded', ${e.detail ? tx.json(e.detail as any) : null}, now()
+    WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ${e.job_id} AND status IN ('failed', 'cancelled'))`
+}
+
+/** The job a callback is about (DESIGN.md 7: callbacks carry the upstream id). */
+export async function findJobByUpstream (sql: Q, provider: string, upstreamId: string): Promise<{ id: string; account_id: number; status: string; owner: string | null } | undefined> {
+  const [r] = await sql<{ id: string; account_id: number; status: string; owner: string | null }[]>`
+    SELECT id, account_id::int AS account_id, status, owner FROM jobs WHERE provider = ${provider} AND provider_job_id = ${upstreamId}
+    ORDER BY created_at DESC LIMIT 1`
+  return r
+}
+
+export interface JobUpstream {
+  route: string | null
+  upstream: UpstreamHandle | null
+  submitted_at: Date | null
+  events: Array<{ at: Date; source: string; route: string | null; state: string; detail: unknown }>
+}
+
+/** What GET /v1/admin/jobs/{id} shows besides the job. */
+export async function jobUpstream (sql: Q, jobId: string): Promise<JobUpstream | undefined> {
+  const [j] = await sql<Array<{ route: string | null; upstream: UpstreamHandle | null; submitted_at: Date | null }>>`
+    SELECT route, upstream, submitted_at FROM jobs WHERE id = ${jobId}`
+  if (!j) return undefined
+  const events = await sql<JobUpstream['events']>`
+    SELECT at, source, route, state, detail FROM job_upstream_events WHERE job_id = ${jobId} ORDER BY id`
+  return { ...j, events: [...events] }
+}
+
+/** A library video's thumbnail and embed page (DESIGN.md 7 "Library media"). */
+export async function setVideoMedia (tx: Q, videoId: number, thumbnailUrl: string | null, embedUrl: string): Promise<void> {
+  await tx`UPDATE videos SET thumbnail_url = ${thumbnailUrl}, embed_url = ${embedUrl} WHERE id = ${videoId}`
+}
+
+export interface EmbedVideo { id: number; video_url: string; thumbnail_url: string | null; prompt: string | null; aspect_ratio: string | null }
+
+/** What the embed page shows. */
+export async function embedVideo (sql: Q, videoId: number): Promise<EmbedVideo | undefined> {
+  const [v] = await sql<EmbedVideo[]>`SELECT id::int AS id, video_url, thumbnail_url, prompt, aspect_ratio FROM videos WHERE id = ${videoId}`
+  return v
+}

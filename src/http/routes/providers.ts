@@ -1,0 +1,128 @@
+import { Type } from '@sinclair/typebox'
+import { ApiError } from '../../errors.js'
+import { getJob } from '../../db/jobs.js'
+import { appendEvents, findJobByUpstream, jobUpstream } from '../../db/upstream.js'
+import { viewOf } from '../../jobs/view.js'
+import type { Route, RouteContext } from '../route.js'
+
+/** Largest callback body read (provider payloads carry URLs, not media). */
+const CALLBACK_BODY_LIMIT = 1024 * 1024
+const PROVIDER_NAMES = new Set(['fal', 'replicate', 'kie'])
+/** Waits before each further lookup of an upstream id not found yet (2.5 s in all). */
+const LOOKUP_RETRY_MS = [50, 150, 300, 500, 1500]
+
+async function readRaw (ctx: RouteContext): Promise<Buffer> {
+  const chunks: Buffer[] = []
+  let n = 0
+  for await (const c of ctx.bodyStream!) {
+    n += (c as Buffer).length
+    if (n > CALLBACK_BODY_LIMIT) throw new ApiError('PAYLOAD_TOO_LARGE', `Callback body exceeds ${CALLBACK_BODY_LIMIT} bytes`)
+    chunks.push(c as Buffer)
+  }
+  return Buffer.concat(chunks)
+}
+
+/**
+ * POST /v1/providers/{name}/callback (issue 11 point 4, DESIGN.md 7 "Providers"): public, the
+ * raw body verified by the provider's adapter. 401 on failed verification, 200 when verified.
+ * Idempotent: the job's transition is conditional (a terminal job never changes again), so a
+ * replayed callback changes nothing; forged and stale ones fail verification.
+ */
+async function callback (ctx: RouteContext) {
+  const name = ctx.params.name
+  if (!PROVIDER_NAMES.has(name)) throw new ApiError('NOT_FOUND', `No provider ${JSON.stringify(name)} (fal, replicate or kie)`)
+  const provider = ctx.services.providers.provider(name)
+  if (!provider?.verifyCallback) throw new ApiError('NOT_FOUND', `Provider ${name} is not configured on this service`)
+  const body = await readRaw(ctx)
+  const query = ctx.query.toString()
+  const v = await provider.verifyCallback({ headers: ctx.headers, query, body })
+  if (!v.ok) {
+    ctx.services.log.warn({ provider: name, reason: v.reason }, 'provider callback refused')
+    throw new ApiError('CALLBACK_UNVERIFIED', `Callback verification failed: ${v.reason}`)
+  }
+  // A fast provider can call back before the creation that submitted the job has committed
+  // its row: look again for a moment before calling the id unknown.
+  let job = await findJobByUpstream(ctx.services.sql, name, v.upstreamId)
+  for (const ms of LOOKUP_RETRY_MS) {
+    if (job) break
+    await new Promise(resolve => setTimeout(resolve, ms))
+    job = await findJobByUpstream(ctx.services.sql, name, v.upstreamId)
+  }
+  if (!job) return { status: 200, body: { received: true, job_id: null, outcome: 'unknown_upstream_id' } }
+  if (job.status === 'completed' || job.status === 'failed' || job.status === 'cancelled') {
+    // Already ended: nothing moves. A success reported after our refund is kept for the operator.
+    if (v.state?.state === 'succeeded' && job.status !== 'completed') {
+      await appendEvents(ctx.services.sql, [{ job_id: job.id, source: 'late', route: null, state: 'succeeded', detail: { via: 'callback', outputs: v.state.outputs, note: 'upstream success after the job ended; no money moved' } }])
+    }
+    return { status: 200, body: { received: true, job_id: job.id, outcome: 'already_terminal' } }
+  }
+  const outcome = await ctx.services.shards.ask(job.account_id, { type: 'job.callback', accountId: job.account_id, jobId: job.id, state: v.state })
+  return { status: 200, body: { received: true, job_id: job.id, outcome } }
+}
+
+const CallbackAnswer = Type.Object({
+  received: Type.Boolean(),
+  job_id: Type.Union([Type.String(), Type.Null()]),
+  outcome: Type.String({ description: 'live | settled | ignored | already_terminal | unknown_upstream_id' }),
+})
+
+const AdminJob = Type.Object({
+  job: Type.Object({}, { additionalProperties: true, description: 'The Job (SPEC.md 2.1)' }),
+  account_id: Type.Integer(),
+  provider: Type.String(),
+  route: Type.Union([Type.String(), Type.Null()], { description: 'model#index:provider:upstream model of PROVIDERS_FILE; null for the implicit simulated route' }),
+  upstream: Type.Union([Type.Object({ id: Type.String() }, { additionalProperties: true }), Type.Null()], { description: 'The upstream handle: id, model, provider URLs' }),
+  submitted_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  deadline_at: Type.String({ format: 'date-time' }),
+  owner: Type.Union([Type.String(), Type.Null()]),
+  upstream_events: Type.Array(Type.Object({
+    at: Type.String({ format: 'date-time' }),
+    source: Type.String({ description: 'submit | refused | poll | callback | cancel | deadline | late | stored | store_failed' }),
+    route: Type.Union([Type.String(), Type.Null()]),
+    state: Type.String(),
+    detail: Type.Unknown(),
+  })),
+})
+
+export const routes: Route[] = [
+  {
+    method: 'POST',
+    path: '/v1/providers/:name/callback',
+    auth: 'public',
+    rawBody: true,
+    summary: 'Provider callback (fal, replicate, kie): verified per provider; 401 when verification fails',
+    tag: 'Providers',
+    errors: ['CALLBACK_UNVERIFIED', 'NOT_FOUND', 'PAYLOAD_TOO_LARGE'],
+    schema: { params: Type.Object({ name: Type.String() }), response: { 200: CallbackAnswer } },
+    rawBodySchema: { 'application/json': { schema: { type: 'object', description: "The provider's callback payload, verified as raw bytes" } } },
+    handler: callback,
+  },
+  {
+    method: 'GET',
+    path: '/v1/admin/jobs/:jobId',
+    auth: 'admin',
+    summary: 'Operator view of a job: the job, its route, upstream handle and upstream status history',
+    tag: 'Admin',
+    errors: ['JOB_NOT_FOUND'],
+    schema: { params: Type.Object({ jobId: Type.String() }), response: { 200: AdminJob } },
+    async handler (ctx) {
+      const row = await getJob(ctx.services.sql, ctx.params.jobId)
+      if (!row) throw new ApiError('JOB_NOT_FOUND', 'No job with that id')
+      const up = await jobUpstream(ctx.services.sql, row.id)
+      return {
+        headers: { 'Cache-Control': 'no-store' },
+        body: {
+          job: viewOf(row),
+          account_id: Number(row.account_id),
+          provider: row.provider,
+          route: up?.route ?? null,
+          upstream: up?.upstream ?? (row.provider_job_id ? { id: row.provider_job_id } : null),
+          submitted_at: up?.submitted_at ?? null,
+          deadline_at: row.deadline_at,
+          owner: row.owner ?? null,
+          upstream_events: up?.events ?? [],
+        },
+      }
+    },
+  },
+]

@@ -1,0 +1,109 @@
+import { Readable, Transform } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { fileTypeFromBuffer } from 'file-type'
+import { Agent, request } from 'undici'
+import { guardedConnector } from '../actors/delivery.js'
+import type { Storage } from '../storage/storage.js'
+
+/**
+ * Provider results into our storage (issue 11 point 6, DESIGN.md 7 "Providers"): every output
+ * is streamed from the provider's URL into storage before the job turns completed, so
+ * result_url outlives the upstream copy. Downloads follow the webhook address rules (https,
+ * public addresses only, checked on the connected socket; hosts in WEBHOOK_ALLOWLIST may be
+ * private and plain http), a size cap, a magic-byte check of the kind, a timeout, retries.
+ */
+export interface ResultRules {
+  allowlist: readonly string[]
+  /** Largest result accepted, bytes (RESULT_MAX_BYTES, default 2 GiB). */
+  maxBytes: number
+  /** Whole download, ms (RESULT_TIMEOUT_MS, default 10 min). */
+  timeoutMs: number
+  /** Attempts per output before the job's own backoff takes over. */
+  attempts: number
+}
+
+export class ResultRejected extends Error {
+  override name = 'ResultRejected'
+}
+
+const agents = new Map<string, Agent>()
+function agentFor (allowlist: readonly string[]): Agent {
+  const k = allowlist.join(',')
+  let a = agents.get(k)
+  if (!a) { a = new Agent({ connect: guardedConnector({ allowlist, timeoutMs: 15_000 }), connections: 8 }); agents.set(k, a) }
+  return a
+}
+
+const KIND_MIME: Record<string, RegExp> = { video: /^video\//, extend: /^video\//, image: /^image\//, audio: /^audio\// }
+
+/** Stores one output under `results/{base}.{ext}`; answers our URL and the stored type. */
+export async function storeResult (storage: Storage, base: string, kind: string, url: string, rules: ResultRules): Promise<{ url: string; key: string; contentType: string; size: number }> {
+  let last: unknown
+  for (let i = 0; i < rules.attempts; i++) {
+    try {
+      return await fetchOnce(storage, base, kind, url, rules)
+    } catch (err) {
+      last = err
+      if (err instanceof ResultRejected) throw err // a wrong type or an oversized file does not get better
+      if (i + 1 < rules.attempts) await new Promise(resolve => setTimeout(resolve, 250 * 4 ** i))
+    }
+  }
+  throw last
+}
+
+async function fetchOnce (storage: Storage, base: string, kind: string, url: string, rules: ResultRules): Promise<{ url: string; key: string; contentType: string; size: number }> {
+  const signal = AbortSignal.timeout(rules.timeoutMs)
+  let target = url
+  for (let hop = 0; ; hop++) {
+    let u: URL
+    try { u = new URL(target) } catch { throw new ResultRejected(`result URL is not a URL: ${target.slice(0, 200)}`) }
+    if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new ResultRejected(`result URL scheme ${u.protocol} not allowed`)
+    const res = await request(u, { method: 'GET', dispatcher: agentFor(rules.allowlist), signal, headersTimeout: 30_000, bodyTimeout: 60_000 })
+    if (res.statusCode >= 300 && res.statusCode < 400 && res.headers.location && hop < 3) {
+      res.body.resume()
+      target = new URL(String(res.headers.location), u).toString()
+      continue
+    }
+    if (res.statusCode !== 200) {
+      res.body.resume()
+      throw new Error(`fetching the provider result answered ${res.statusCode}`)
+    }
+    const declared = Number(res.headers['content-length'])
+    if (Number.isFinite(declared) && declared > rules.maxBytes) { res.body.destroy(); throw new ResultRejected(`result is ${declared} bytes, over the ${rules.maxBytes} byte cap`) }
+    // The head of the body decides the type (magic bytes); the rest streams into storage.
+    const iter = res.body[Symbol.asyncIterator]()
+    const head: Buffer[] = []
+    let headLen = 0
+    let done = false
+    while (headLen < 4100) {
+      const n = await iter.next()
+      if (n.done) { done = true; break }
+      head.push(n.value as Buffer)
+      headLen += (n.value as Buffer).length
+    }
+    const first = Buffer.concat(head)
+    const ft = await fileTypeFromBuffer(first)
+    const want = KIND_MIME[kind] ?? /./
+    if (!ft || !want.test(ft.mime)) {
+      res.body.destroy()
+      throw new ResultRejected(`result content is ${ft?.mime ?? 'unrecognised'}, not a ${kind} file`)
+    }
+    let size = 0
+    const cap = new Transform({
+      transform (chunk: Buffer, _enc, cb) {
+        size += chunk.length
+        if (size > rules.maxBytes) cb(new ResultRejected(`result exceeds the ${rules.maxBytes} byte cap`))
+        else cb(null, chunk)
+      },
+    })
+    const rest = Readable.from((async function * () {
+      yield first
+      if (done) return
+      for (;;) { const n = await iter.next(); if (n.done) return; yield n.value as Buffer }
+    })())
+    const key = `results/${base}.${ft.ext}`
+    const put = storage.put(key, cap, ft.mime).catch((err) => { cap.destroy(err); throw err })
+    await Promise.all([pipeline(rest, cap), put])
+    return { url: storage.url(key), key, contentType: ft.mime, size }
+  }
+}

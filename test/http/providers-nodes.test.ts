@@ -1,0 +1,91 @@
+// Callbacks on any node (issue 11 part B point 3): two nodes share one database; a job runs on
+// node A, its provider calls back node B. B verifies, settles the job through the conditional
+// terminal transition, and A's own copy later finds it ended: exactly one completion, one charge,
+// no refund; a restart of A resumes a submitted job on its route and completes it by polling.
+import { randomBytes } from 'node:crypto'
+import { mkdtemp, writeFile } from 'node:fs/promises'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import { startFalStub } from '../fixtures/fal-stub.js'
+import { UNLIMITED_TIERS, dbOf, paidUser, pollJob, sleep } from '../helpers/jobs.js'
+import { startServer } from '../helpers/server.js'
+
+async function freePort (): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer()
+    srv.once('error', reject)
+    srv.listen(0, '127.0.0.1', () => { const p = (srv.address() as { port: number }).port; srv.close(() => resolve(p)) })
+  })
+}
+
+const fal = await startFalStub()
+t.teardown(() => fal.close())
+const dir = await mkdtemp(join(tmpdir(), 'gjt-nodes-'))
+const file = join(dir, 'providers.json')
+await writeFile(file, JSON.stringify({ routes: { 'nano-banana': [{ provider: 'fal', model: 'fal-ai/nano-banana' }] } }))
+const env = (port: number) => ({
+  PORT: String(port),
+  PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
+  SHARDS: '1',
+  TIER_LIMITS: UNLIMITED_TIERS,
+  PROVIDERS_FILE: file,
+  FAL_KEY: fal.key,
+  FAL_QUEUE_URL: fal.url,
+  FAL_JWKS_URL: fal.jwksUrl,
+  WEBHOOK_ALLOWLIST: new URL(fal.url).host,
+  REDIS_PREFIX: `gjt${randomBytes(4).toString('hex')}`,
+})
+const pa = await freePort()
+const a = await startServer(t, env(pa))
+const pb = await freePort()
+const b = await startServer(t, { ...env(pb), DATABASE_URL: a.databaseUrl })
+const sql = dbOf(t, a)
+const u = await paidUser(a, 10_000)
+
+t.test('a callback that reaches the node not running the job completes it exactly once', async (t) => {
+  fal.plan({ steps: ['running'], outcome: 'succeeded', media: 'png', finishAfterMs: null, callback: false })
+  const r = await a.req('POST', '/v1/generate/image', { key: u.key, body: { model: 'nano-banana', prompt: 'cross node' } })
+  t.equal(r.status, 201, r.text)
+  const [row] = await sql`SELECT owner, provider_job_id FROM jobs WHERE id = ${r.body.id}`
+  t.ok(row.owner, 'leased to node A')
+  fal.finish(row.provider_job_id)
+  const rec = await fal.deliver(row.provider_job_id, { url: `http://127.0.0.1:${pb}/v1/providers/fal/callback` })
+  t.equal(rec.status, 200, 'node B verified the callback')
+  const { job } = await pollJob(b, u, r.body.id, { timeoutMs: 3000, everyMs: 50 })
+  t.equal(job.status, 'completed', 'settled by node B well before A polls again (5 s)')
+  t.ok(job.result_url.startsWith(`http://127.0.0.1:${pb}/files/results/`), 'stored by the node that settled it')
+  // A's own JobActor polls, finds it ended, and its read cache follows.
+  const fromA = await pollJob(a, u, r.body.id, { timeoutMs: 9000, everyMs: 200 })
+  t.equal(fromA.job.status, 'completed', 'node A sees the terminal job')
+  await sleep(200)
+  const entries = await sql`SELECT kind FROM credit_entries WHERE job_id = ${r.body.id} ORDER BY id`
+  t.same(entries.map((e: any) => e.kind), ['charge'], 'one charge, no refund')
+  const [{ n }] = await sql`SELECT count(*)::int AS n FROM images WHERE job_id = ${r.body.id}`
+  t.equal(n, 1, 'one library image')
+  const late = await sql`SELECT 1 FROM job_upstream_events WHERE job_id = ${r.body.id} AND source = 'late'`
+  t.equal(late.length, 0, 'a completion by the other node is not a "late success"')
+})
+
+t.test('a shard crash: the submitted job resumes on its route with its stored handle and completes by polling', async (t) => {
+  fal.plan({ steps: ['running'], outcome: 'succeeded', media: 'png', finishAfterMs: null, callback: false })
+  const r = await a.req('POST', '/v1/generate/image', { key: u.key, body: { model: 'nano-banana', prompt: 'survives a crash' } })
+  t.equal(r.status, 201, r.text)
+  const [row] = await sql`SELECT provider_job_id, route, upstream FROM jobs WHERE id = ${r.body.id}`
+  t.match(row, { route: /^nano-banana#0:fal:/, upstream: { id: row.provider_job_id } }, 'route and handle stored with the job')
+  const restarts = a.app.services.shards.restarts
+  await a.app.services.shards.crash(0)
+  await sleep(100)
+  for (let i = 0; i < 100 && a.app.services.shards.restarts === restarts; i++) await sleep(50)
+  await a.app.services.shards.ready()
+  await sleep(300) // the restarted shard claims and resumes its jobs
+  fal.finish(row.provider_job_id) // no callback: only the resumed JobActor's polling can see it
+  const { job } = await pollJob(a, u, r.body.id, { timeoutMs: 8000, everyMs: 50 })
+  t.equal(job.status, 'completed')
+  const ev = await sql`SELECT source, state FROM job_upstream_events WHERE job_id = ${r.body.id} ORDER BY id`
+  t.ok(ev.some((e: any) => e.source === 'poll' && e.state === 'succeeded'), 'completed by the resumed actor\'s poll')
+  t.equal([...fal.jobs.values()].filter(j => j.input.prompt === 'survives a crash').length, 1, 'never submitted twice')
+  const entries = await sql`SELECT kind FROM credit_entries WHERE job_id = ${r.body.id}`
+  t.same(entries.map((e: any) => e.kind), ['charge'])
+})

@@ -168,18 +168,23 @@ async function* copyChunks (c: MeterColumns, roll: Rollup): AsyncGenerator<strin
   let s = ''
   let lastMs = NaN
   let at = ''
+  let day = ''
+  // Interned endpoints are escaped once per flush, not once per row.
+  const epText: string[] = c.endpoints.method.map((m, i) => `${copyText(m)}\t${copyText(c.endpoints.path[i])}`)
+  const genPrefix = `req_${c.reqPrefix}`
   for (let i = 0; i < c.length; i++) {
     const ms = c.at[i]
-    if (ms !== lastMs) { lastMs = ms; at = new Date(ms).toISOString() }
+    if (ms !== lastMs) { lastMs = ms; at = new Date(ms).toISOString(); day = at.slice(0, 10) }
     const acct = c.account[i]
     const key = c.key[i]
     const hasAcct = !Number.isNaN(acct)
-    const method = c.method(i)
-    const endpoint = c.endpoint(i)
-    s += `${at}\t${hasAcct ? acct : '\\N'}\t${Number.isNaN(key) ? '\\N' : key}\t${copyText(method)}\t${copyText(endpoint)}\t${c.status[i]}\t${c.credits[i]}\t${c.latency[i]}\t${copyText(c.requestId(i))}\n`
+    const ep = c.ep[i]
+    const n = c.reqNum[i]
+    const rid = Number.isNaN(n) ? copyText(c.reqStr[i]) : genPrefix + n.toString(36)
+    const mp = ep >= 0 ? epText[ep] : `${copyText(c.rawMethod[i])}\t${copyText(c.rawEndpoint[i])}`
+    s += `${at}\t${hasAcct ? acct : '\\N'}\t${Number.isNaN(key) ? '\\N' : key}\t${mp}\t${c.status[i]}\t${c.credits[i]}\t${c.latency[i]}\t${rid}\n`
     if (hasAcct) {
-      const day = at.slice(0, 10)
-      const label = c.ep[i] < 0 ? `${method} ${endpoint}` : c.endpoints.label[c.ep[i]]
+      const label = ep >= 0 ? c.endpoints.label[ep] : `${c.rawMethod[i]} ${c.rawEndpoint[i]}`
       const k = `${acct}|${day}|${label}`
       let g = roll.get(k)
       if (!g) { g = { account_id: acct, day, endpoint: label, requests: 0, errors: 0, credits: 0, latency_ms_sum: 0 }; roll.set(k, g) }

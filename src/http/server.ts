@@ -192,7 +192,8 @@ export class HttpServer {
   private fastRead (c: Compiled, res: HttpResponse, req: HttpRequest, head: boolean): void {
     const services = this.services
     if (this.closing || services.redisLimiter !== null || req.getQuery()) { this.handle(c, res, req, head); return }
-    const caller = services.auth.fastCaller(c.route, req.getHeader('x-api-key'), req.getHeader('authorization'))
+    const apiKey = req.getHeader('x-api-key')
+    const caller = services.auth.fastCaller(c.route, apiKey, apiKey === '' ? req.getHeader('authorization') : '')
     const body = caller === undefined ? undefined : c.route.fast!(req, caller, services)
     if (body === undefined) { this.handle(c, res, req, head); return }
     const started = performance.now()

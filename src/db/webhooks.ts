@@ -234,7 +234,9 @@ export async function recordAttempts (sql: Sql, list: AttemptRecord[]): Promise<
             THEN clock_timestamp() + make_interval(secs => a.delay_s) ELSE d.next_attempt_at END,
           delivered_at = coalesce(d.delivered_at, a.delivered_at)
         FROM a
-        WHERE d.id = a.delivery_id AND CASE WHEN a.status = 'delivered' THEN d.status <> 'delivered' ELSE d.status = 'pending' END`
+        -- The id list lets the planner find the rows through the primary key whatever it guesses
+        -- for the JSON set (it would otherwise hash-join against a scan of the whole outbox).
+        WHERE d.id = ANY(${plain.map(a => a.deliveryId)}::text[]) AND d.id = a.delivery_id AND CASE WHEN a.status = 'delivered' THEN d.status <> 'delivered' ELSE d.status = 'pending' END`
     }
     for (const a of rest) await recordAttempt(q, a)
   }

@@ -145,6 +145,7 @@ export class Authenticator {
     else if (authorization.length === 7 + KEY_LENGTH && authorization.startsWith('Bearer ')) key = authorization.slice(7)
     else return undefined
     let hash = this.hashes.get(key)
+    const memo = hash !== undefined
     if (hash === undefined) {
       if (!isWellFormedKey(key)) return undefined
       hash = hashKey(key)
@@ -159,8 +160,10 @@ export class Authenticator {
     const acct = a!.v
     if (acct === null || acct.banned) return undefined
     if (route.scope !== undefined && !rec.scopes.includes(route.scope)) return undefined
-    if (this.hashes.size >= FAST_HASHES) this.hashes.clear()
-    this.hashes.set(key, hash)
+    if (!memo) {
+      if (this.hashes.size >= FAST_HASHES) this.hashes.clear()
+      this.hashes.set(key, hash)
+    }
     this.lastUsed.set(rec.id, now)
     const tier = tierOf(acct)
     let caller = rec.caller

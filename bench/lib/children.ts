@@ -41,20 +41,23 @@ async function terminate (child: ChildProcess, graceMs: number): Promise<void> {
   clearTimeout(t)
 }
 
+/** CPUs of the machine, read before the runner pins itself (availableParallelism follows the affinity). */
+const CPUS = availableParallelism()
+
 /**
  * BENCH_PIN=1: the runner (and so the load generator) runs on the last CPU and every measured
  * process (service and baselines alike) on the others, so the load generator does not take CPU
  * from what it measures. PostgreSQL is not pinned. Null when not pinning (or on one CPU).
  */
 export function serverCpus (): string | null {
-  const n = availableParallelism()
+  const n = CPUS
   if (!process.env.BENCH_PIN || process.env.BENCH_PIN === '0' || n < 2) return null
   return n === 2 ? '0' : `0-${n - 2}`
 }
 
 /** Pins this process (the runner, with autocannon) to the last CPU when BENCH_PIN is set. */
 export function pinRunner (): string | null {
-  const n = availableParallelism()
+  const n = CPUS
   if (serverCpus() === null) return null
   execFileSync('taskset', ['-a', '-p', '-c', String(n - 1), String(process.pid)], { stdio: 'ignore' })
   return String(n - 1)

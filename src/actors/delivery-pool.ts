@@ -2,6 +2,7 @@ import { Worker } from 'node:worker_threads'
 import { availableParallelism } from 'node:os'
 import type { Config } from '../config.js'
 import type { DeliveryCommand, DeliveryInit, DeliveryReport } from './delivery-worker.js'
+import { DELIVERY_TIMEOUT_MS } from './delivery.js'
 import type { StatsSnapshot } from '../worker-stats.js'
 
 export interface DeliveryPoolOptions {
@@ -132,7 +133,10 @@ export class DeliveryPool {
     if (this.closing || Date.now() - this.lastDeepAt < this.idleRetireMs) return
     if (this.slots.some(s => s.deep && !s.stopping)) return
     const extra = this.slots.find(s => !s.primary && !s.stopping)
-    if (extra) extra.stopped = this.stopSlot(extra, 3000)
+    // Every request in flight is let finish (a 2xx or its timeout is recorded): abandoning one
+    // would release its claim while the receiver may already have it, and another worker would
+    // send it again (a duplicate). Only claimed rows not yet sent are handed back.
+    if (extra) extra.stopped = this.stopSlot(extra, DELIVERY_TIMEOUT_MS + 2000)
   }
 
   /**

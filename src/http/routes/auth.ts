@@ -43,7 +43,7 @@ export const routes: Route[] = [
     auth: 'public',
     summary: 'Exchange email and password for a session JWT',
     tag: 'Sessions',
-    errors: ['INVALID_CREDENTIALS'],
+    errors: ['INVALID_CREDENTIALS', 'ACCOUNT_BANNED'],
     schema: { body: Login, response: { 200: Token } },
     async handler (ctx) {
       const b = ctx.body as Static<typeof Login>
@@ -55,6 +55,8 @@ export const routes: Route[] = [
         throw new ApiError('INVALID_CREDENTIALS')
       }
       if (!(await s.passwords.verify(b.password, a.password_hash))) throw new ApiError('INVALID_CREDENTIALS')
+      // Checked after the password, so a ban is only disclosed to the account's owner.
+      if (a.banned) throw new ApiError('ACCOUNT_BANNED', 'This account is suspended; it cannot log in')
       const { token, expires_in } = signSession(s.jwtSecret, a.id)
       return { body: { token, token_type: 'Bearer', expires_in } }
     },

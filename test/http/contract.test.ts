@@ -175,3 +175,30 @@ t.test('a banned account cannot log in: 403 ACCOUNT_BANNED (and a wrong password
   t.equal(r.body.token, undefined, 'no token')
   assertError(t, await s.req('POST', '/v1/auth/login', { body: { email: b.email, password: 'wrong password!' } }), 401, 'INVALID_CREDENTIALS')
 })
+
+t.test('GET / and GET /v1 point at the docs and the OpenAPI document', async (t) => {
+  for (const p of ['/', '/v1']) {
+    const r = await s.req('GET', p)
+    t.equal(r.status, 200, p)
+    t.match(r.headers.get('content-type'), /application\/json/)
+    t.equal(r.body.docs, `${s.config.publicBaseUrl}/v1/docs`)
+    t.equal(r.body.openapi, `${s.config.publicBaseUrl}/v1/openapi.json`)
+  }
+})
+
+t.test('files are reachable the way a generated client calls them: /v1/files/<key with %2F>', async (t) => {
+  const { body, contentType } = multipart([{ name: 'kind', value: 'image' }, { name: 'file', filename: 'p.png', value: png() }])
+  const up = await s.req('POST', '/v1/uploads', { key: u.key, raw: body, headers: { 'content-type': contentType } })
+  t.equal(up.status, 201)
+  const key = new URL(up.body.url).pathname.replace(/^\/files\//, '')
+  t.match(key, /\//, 'the key has slashes')
+  const want = png()
+  for (const path of [`/files/${key}`, `/v1/files/${key}`, `/v1/files/${encodeURIComponent(key)}`, `/files/${encodeURIComponent(key)}`]) {
+    const r = await fetch(s.url + path)
+    t.equal(r.status, 200, path)
+    t.same(Buffer.from(await r.arrayBuffer()), want, `${path}: the bytes`)
+  }
+  const part = await fetch(`${s.url}/v1/files/${encodeURIComponent(key)}`, { headers: { range: 'bytes=0-3' } })
+  t.equal(part.status, 206, 'Range works there too')
+  await part.arrayBuffer()
+})

@@ -19,6 +19,9 @@ for (const [path, meta] of Object.entries(pkgs)) {
     added++
   }
 }
-lock.packages = Object.fromEntries(Object.entries(pkgs).sort(([a], [b]) => (a === '' ? -1 : b === '' ? 1 : a < b ? -1 : a > b ? 1 : 0)))
+// The order npm 11 writes (@npmcli/arborist sorts lock keys with an 'en' collator): sorting by
+// code unit instead made every later `npm install` rewrite the lock ('_' vs '-', case).
+const collate = new Intl.Collator('en').compare
+lock.packages = Object.fromEntries(Object.entries(pkgs).sort(([a], [b]) => (a === '' ? -1 : b === '' ? 1 : collate(a, b))))
 writeFileSync(file, JSON.stringify(lock, null, 2) + '\n')
 console.log(`fix-lock: ${added} platform entries added`)

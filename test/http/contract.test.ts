@@ -202,3 +202,16 @@ t.test('files are reachable the way a generated client calls them: /v1/files/<ke
   t.equal(part.status, 206, 'Range works there too')
   await part.arrayBuffer()
 })
+
+t.test('POST /auth/signup says what to do next, and the command it names unblocks key creation', async (t) => {
+  const email = `newcomer${process.pid}@example.com`
+  const r = await s.req('POST', '/v1/auth/signup', { body: { email, password: 'long enough pw' } })
+  t.equal(r.status, 201)
+  t.equal(r.body.email_verified, false)
+  t.match(r.body.next, `npm run admin -- set ${r.body.user_id} --verified true`)
+  const jwt = (await s.req('POST', '/v1/auth/login', { body: { email, password: 'long enough pw' } })).body.token
+  assertError(t, await s.req('POST', '/v1/auth/keys', { jwt, body: { name: 'x' } }), 403, 'NOT_ELIGIBLE')
+  // What the CLI command does (PATCH the flag), as the message also says.
+  t.equal((await s.req('PATCH', `/v1/admin/accounts/${r.body.user_id}`, { admin: true, body: { email_verified: true } })).status, 200)
+  t.equal((await s.req('POST', '/v1/auth/keys', { jwt, body: { name: 'x' } })).status, 201)
+})

@@ -86,6 +86,9 @@ export async function startEmbedded (dataDir: string, log: (msg: string) => void
     persistent: true,
     createPostgresUser: asRoot,
     onLog: () => {},
+    // initdb's final fsync of every file is ~30% of the first start (issue 10: start in seconds);
+    // the running server syncs as usual, and an empty cluster lost to a crash is re-created.
+    initdbFlags: ['--no-sync'],
     onError: (e: unknown) => log(`embedded postgres: ${String(e)}`),
   })
   if (!existsSync(join(dir, 'PG_VERSION'))) {

@@ -213,7 +213,7 @@ export function issuesOf (errors: readonly ErrorObject[], prefix = ''): Validati
 
 /** The one VALIDATION_ERROR of every route: `details` as issues, the first three in the message. */
 export function validationError (details: ValidationIssue[], what = 'Request'): ApiError {
-  return new ApiError('VALIDATION_ERROR', `${what} failed schema validation: ${details.map(d => `${d.path || 'body'} ${d.message}`).slice(0, 3).join('; ')}`, { details })
+  return new ApiError('VALIDATION_ERROR', `${what} failed validation: ${details.map(d => `${d.path || 'body'} ${d.message}`).slice(0, 3).join('; ')}`, { details })
 }
 
 function schemaCheck<T> (check: ValidateFunction<T>, body: unknown, prefix: string): T {

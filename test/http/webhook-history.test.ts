@@ -4,14 +4,19 @@
 import t from 'tap'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import { createUser, startServer } from '../helpers/server.js'
+import { compile } from '../helpers/contract.js'
 
 /** A receiver that holds every request until `n` have arrived, then answers them all 410 at once. */
 const held: Array<ServerResponse> = []
+const bodies: Array<{ headers: IncomingMessage['headers']; body: string }> = []
 let want = 0
 let arrived: () => void = () => {}
 const rx = createServer((req: IncomingMessage, res: ServerResponse) => {
-  req.resume()
+  let body = ''
+  req.setEncoding('utf8')
+  req.on('data', (c) => { body += c })
   req.on('end', () => {
+    bodies.push({ headers: req.headers, body })
     held.push(res)
     if (held.length >= want) arrived()
   })
@@ -56,4 +61,21 @@ t.test('deliveries disabled while in flight show the attempt they made (attempts
   }
   const hooks = (await s.req('GET', '/v1/webhooks', { key: u.key })).body.data
   t.equal(hooks.find((w: any) => w.id === hook.body.id).active, false, 'the webhook is disabled')
+})
+
+t.test('what the receiver got matches the OpenAPI webhooks section (body schema and X-Service-* headers)', async (t) => {
+  t.ok(bodies.length >= 3, `${bodies.length} deliveries received`)
+  const doc = (await s.req('GET', '/v1/openapi.json')).body
+  const c = compile(doc)
+  const check = c.ajv.getSchema('openapi.json#/webhooks/job.completed/post/requestBody/content/application~1json/schema')!
+  for (const b of bodies) {
+    t.ok(check(JSON.parse(b.body)), `body matches: ${JSON.stringify(check.errors)}`)
+    for (const h of doc.webhooks['job.completed'].post.parameters) {
+      const v = b.headers[h.name.toLowerCase()]
+      t.type(v, 'string', `${h.name} sent`)
+      if (h.schema.pattern) t.match(v, new RegExp(h.schema.pattern), `${h.name} has the documented form`)
+      if (h.schema.enum) t.ok(h.schema.enum.includes(v), `${h.name} is one of the documented values`)
+    }
+  }
+  t.notOk(check({ id: 'evt_x', type: 'job.completed', created_at: 'yesterday', data: {} }), 'a wrong body is refused by the same schema')
 })

@@ -13,12 +13,18 @@ for (const [path, meta] of Object.entries(pkgs)) {
   for (const [dep, range] of Object.entries(meta.optionalDependencies ?? {})) {
     const base = path === '' ? '' : `${path}/`
     if (pkgs[`${base}node_modules/${dep}`] || pkgs[`node_modules/${dep}`]) continue
-    const m = /-(darwin|linux|win32|freebsd|android|sunos|openbsd|aix|openharmony)-(arm64|x64|arm|ia32|ppc64|s390x|riscv64|loong64)(?:-(gnu|musl|msvc|gnueabihf|musleabihf|eabi))?$/.exec(dep)
+    const m = /-(darwin|linux|win32|freebsd|android|sunos|openbsd|aix|openharmony)-(arm64|x64|arm|ia32|ppc64|s390x|riscv64|loong64)(?:-(gnu|musl|msvc|eabi|gnueabihf|musleabihf))?$/.exec(dep)
     if (!m) { console.warn(`fix-lock: ${dep} (optional of ${path || 'root'}) is missing and not a platform build; left as is`); continue }
-    pkgs[`node_modules/${dep}`] = { version: String(range).replace(/^[\^~]/, ''), cpu: [m[2]], optional: true, os: [m[1]] }
+    // Keys in npm's order; `dev` follows the parent, as npm writes it.
+    pkgs[`node_modules/${dep}`] = meta.dev
+      ? { version: String(range).replace(/^[\^~]/, ''), cpu: [m[2]], dev: true, optional: true, os: [m[1]] }
+      : { version: String(range).replace(/^[\^~]/, ''), cpu: [m[2]], optional: true, os: [m[1]] }
     added++
   }
 }
-lock.packages = Object.fromEntries(Object.entries(pkgs).sort(([a], [b]) => (a === '' ? -1 : b === '' ? 1 : a < b ? -1 : a > b ? 1 : 0)))
+// The order npm 11 writes (@npmcli/arborist sorts lock keys with an 'en' collator): sorting by
+// code unit instead made every later `npm install` rewrite the lock ('_' vs '-', case).
+const collate = new Intl.Collator('en').compare
+lock.packages = Object.fromEntries(Object.entries(pkgs).sort(([a], [b]) => (a === '' ? -1 : b === '' ? 1 : collate(a, b))))
 writeFileSync(file, JSON.stringify(lock, null, 2) + '\n')
 console.log(`fix-lock: ${added} platform entries added`)

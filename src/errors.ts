@@ -51,6 +51,13 @@ export const ERRORS = {
 
 export type ErrorCode = keyof typeof ERRORS
 
+/**
+ * Retry-After (seconds) for 429s that have no window to measure: a job in flight usually takes
+ * longer than this, so a client that honours it polls the cap about once per job duration
+ * fraction; a stream slot frees as soon as another stream closes.
+ */
+const RETRY_AFTER_DEFAULT: Partial<Record<ErrorCode, number>> = { concurrency_limit_reached: 10, TOO_MANY_STREAMS: 5 }
+
 /** Extra envelope fields some codes carry (`param`, `details`, `required_scope`, `pricing_url`, `reason`...). */
 export type ErrorExtra = { details?: unknown; param?: string; [k: string]: unknown }
 
@@ -66,6 +73,15 @@ export class ApiError extends Error {
     this.code = code
     this.status = ERRORS[code].status
     this.extra = extra
+    // SPEC.md 7: "on 429 wait Retry-After". Every 429, whatever raised it (the rate window, the
+    // concurrency cap on a shard thread, the SSE stream cap), carries the header and the same
+    // number as `retry_after` in the body: set here, where every ApiError is made.
+    if (this.status === 429) {
+      const given = extra?.retry_after
+      const seconds = typeof given === 'number' && Number.isFinite(given) && given >= 0 ? Math.ceil(given) : RETRY_AFTER_DEFAULT[code] ?? 1
+      this.extra = { ...extra, retry_after: seconds }
+      this.headers = { 'Retry-After': String(seconds) }
+    }
   }
 
   /** The SPEC.md section 7 envelope. */

@@ -209,6 +209,52 @@ const priceDescriptorProperties = {
   reference_video_surcharge: Type.Optional(Dict(Credits, 'Added once per request that carries reference videos, by resolution')),
 }
 
+/** Values a model uses when the request omits the option (GET /v1/models `defaults`). */
+export const CatalogDefaults = Type.Object({
+  aspect_ratio: Type.Optional(Type.String()),
+  duration: Type.Optional(Type.String({ description: 'Seconds, as a string' })),
+  resolution: Type.Optional(Type.String()),
+  mode: Type.Optional(Type.String()),
+  lip_sync_mode: Type.Optional(Type.String()),
+  edit_aspect_ratio: Type.Optional(Type.String({ description: 'Images: aspect ratio of an edit (image_urls sent)' })),
+  output_format: Type.Optional(Type.String()),
+}, { additionalProperties: false, description: 'Values used when the request omits the option' })
+
+const Max = (description: string) => Type.Optional(Type.Integer({ minimum: 0, description }))
+/**
+ * What a model accepts (GET /v1/models `capabilities`), the rules validation applies: every key
+ * a video, image or audio entry can carry (each kind carries its own subset).
+ */
+export const CatalogCapabilities = Type.Object({
+  prompt_max_length: Max('Longest prompt in characters'),
+  image_to_video: Type.Optional(Type.Boolean()),
+  first_frame: Type.Optional(Type.Boolean({ description: 'Takes first_frame_url / image_url' })),
+  last_frame: Type.Optional(Type.Boolean({ description: 'Takes last_frame_url' })),
+  reference_images_max: Max('Most reference_image_urls'),
+  reference_videos_max: Max('Most reference_video_urls'),
+  reference_audio_max: Max('Most reference_audio_urls'),
+  generate_audio: Type.Optional(StringEnum(['unsupported', 'optional', 'always'] as const)),
+  extendable: Type.Optional(Type.Boolean({ description: 'POST /extend/video accepts its completed jobs' })),
+  frames_force_adaptive: Type.Optional(Type.Boolean()),
+  adaptive_requires_visual_input: Type.Optional(Type.Boolean()),
+  max_duration_with_reference_video: Max('Longest duration (seconds) when reference videos are sent'),
+  sound: Type.Optional(Type.Boolean()),
+  multi_shots: Type.Optional(Type.Boolean()),
+  multi_prompt_max: Max('Most multi_prompt items'),
+  kling_elements_max: Max('Most kling_elements items'),
+  character_assets_max: Max('Most character_asset_ids'),
+  voice_assets_max: Max('Most voice_asset_ids'),
+  requires: Type.Optional(Type.Array(Type.String(), { description: 'Fields this model needs (400 VALIDATION_ERROR when missing)' })),
+  lip_sync_modes: Type.Optional(Type.Array(Type.String())),
+  max_audio_seconds: Type.Optional(Dict(Type.Integer(), 'lipsync: longest audio_duration by lip_sync_mode')),
+  edit: Type.Optional(Type.Boolean({ description: 'Images: image_urls switches to edit mode' })),
+  image_urls_max: Max('Most image_urls'),
+  output_formats: Type.Optional(Type.Array(Type.String())),
+  characters_per_second: Type.Optional(Type.Number({ description: 'voiceover: spoken-duration estimate' })),
+  max_seconds: Max('voiceover: longest estimated spoken duration'),
+  max_characters: Max('voiceover: longest text'),
+}, { additionalProperties: false })
+
 /** Model catalogue entry (SPEC.md 2.7). */
 export const CatalogEntry = Type.Object({
   id: Type.String(),
@@ -223,8 +269,8 @@ export const CatalogEntry = Type.Object({
   status: Type.Literal('available'),
   note: Type.Optional(Type.String()),
   estimated_seconds: Type.Integer(),
-  defaults: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'Values used when the request omits the option' })),
-  capabilities: Type.Object({}, { additionalProperties: true }),
+  defaults: Type.Optional(CatalogDefaults),
+  capabilities: CatalogCapabilities,
 })
 
 const ExtendInfo = Type.Object({
@@ -248,7 +294,7 @@ export const ModelsResponse = Type.Object({
   }),
 })
 
-const PriceEntry = Type.Object({ name: Type.String(), ...priceDescriptorProperties, defaults: Type.Optional(Type.Object({}, { additionalProperties: true })) })
+const PriceEntry = Type.Object({ name: Type.String(), ...priceDescriptorProperties, defaults: Type.Optional(CatalogDefaults) })
 
 /** GET /v1/credits/pricing: every model's price descriptor by id, extend, and the credit packs. */
 export const PricingResponse = Type.Object({

@@ -5,7 +5,8 @@
  *    array maxima, unknown fields. Failure: 400 VALIDATION_ERROR, `details` lists every problem
  *    as `{path, message}` (path is a JSON Pointer into the body, `''` for the body itself).
  * 2. Model rules (models.ts): what the chosen model accepts. Failure: 422 UNSUPPORTED_OPTION with
- *    `param` naming the field; the first broken rule is reported.
+ *    `param` naming the field; the first broken rule is reported. A field the model (or another
+ *    field) makes required but that is missing is a schema problem: 400 VALIDATION_ERROR.
  *
  * An unknown model id is answered before both layers with 422 UNSUPPORTED_OPTION, `param:
  * model`: the value is well-formed, the catalogue just does not sell it (SPEC.md 4.3 "options a
@@ -176,22 +177,48 @@ function issueOf (e: ErrorObject, prefix: string): ValidationIssue {
   }
 }
 
-/** Ajv errors as issues; a wrong type hides the other complaints about the same value. */
+/**
+ * Ajv errors as issues, the one `details` shape of every route (issue 10.4): a wrong type hides
+ * the other complaints about the same value, and a union of literals (TypeBox `Union` of
+ * `Literal`, which fails as one `const` per branch plus an `anyOf`) is one issue naming the
+ * allowed values.
+ */
 export function issuesOf (errors: readonly ErrorObject[], prefix = ''): ValidationIssue[] {
   const wrongType = new Set(errors.filter(e => e.keyword === 'type').map(e => e.instancePath))
+  const anyOfAt = new Set(errors.filter(e => e.keyword === 'anyOf').map(e => e.instancePath))
+  const constsAt = new Map<string, unknown[]>()
+  for (const e of errors) {
+    if (e.keyword === 'const' && anyOfAt.has(e.instancePath)) {
+      const list = constsAt.get(e.instancePath) ?? []
+      list.push((e.params as { allowedValue: unknown }).allowedValue)
+      constsAt.set(e.instancePath, list)
+    }
+  }
   const out: ValidationIssue[] = []
+  const merged = new Set<string>()
   for (const e of errors) {
     if (e.keyword !== 'type' && wrongType.has(e.instancePath)) continue
-    out.push(issueOf(e, prefix))
+    const values = constsAt.get(e.instancePath)
+    if (values && (e.keyword === 'const' || e.keyword === 'anyOf')) {
+      if (merged.has(e.instancePath)) continue
+      merged.add(e.instancePath)
+      out.push({ path: prefix + e.instancePath, message: `must be one of: ${values.map(v => typeof v === 'string' ? v : JSON.stringify(v)).join(', ')}` })
+    } else {
+      out.push(issueOf(e, prefix))
+    }
     if (out.length >= MAX_ISSUES) break
   }
   return out
 }
 
+/** The one VALIDATION_ERROR of every route: `details` as issues, the first three in the message. */
+export function validationError (details: ValidationIssue[], what = 'Request'): ApiError {
+  return new ApiError('VALIDATION_ERROR', `${what} failed validation: ${details.map(d => `${d.path || 'body'} ${d.message}`).slice(0, 3).join('; ')}`, { details })
+}
+
 function schemaCheck<T> (check: ValidateFunction<T>, body: unknown, prefix: string): T {
   if (check(body)) return body
-  const details = issuesOf(check.errors ?? [], prefix)
-  throw new ApiError('VALIDATION_ERROR', `Request failed schema validation: ${details.map(d => `${d.path || 'body'} ${d.message}`).slice(0, 3).join('; ')}`, { details })
+  throw validationError(issuesOf(check.errors ?? [], prefix))
 }
 
 function isObject (v: unknown): v is Record<string, unknown> {
@@ -215,6 +242,14 @@ function unsupported (param: string, message: string): never {
   throw new ApiError('UNSUPPORTED_OPTION', message, { param })
 }
 
+/**
+ * Conditionally required fields (a model or another field needs them): a missing field is a
+ * schema problem, 400 VALIDATION_ERROR with `details` naming it, not 422 (issue 10.3).
+ */
+function missing (...issues: Array<[field: string, message: string]>): never {
+  throw validationError(issues.map(([f, m]) => ({ path: `/${pointerToken(f)}`, message: m })))
+}
+
 /** Sent, counting an empty array as not sent. */
 function present (v: unknown): boolean {
   return v !== undefined && !(Array.isArray(v) && v.length === 0)
@@ -226,7 +261,7 @@ function oneOf (values: readonly string[]): string {
 
 function checkWebhook (b: { webhook_url?: string; webhook_secret?: string }, opts: ValidateOptions): void {
   if (b.webhook_url !== undefined) checkWebhookUrl(b.webhook_url, opts, 'webhook_url')
-  else if (b.webhook_secret !== undefined) unsupported('webhook_secret', 'webhook_secret needs webhook_url')
+  else if (b.webhook_secret !== undefined) missing(['webhook_url', 'is required when webhook_secret is sent'])
 }
 
 function videoRules (b: VideoRequestBody, opts: ValidateOptions): NormalizedVideoRequest {
@@ -282,7 +317,7 @@ function videoRules (b: VideoRequestBody, opts: ValidateOptions): NormalizedVide
   const firstFrame = b.first_frame_url ?? b.image_url // alias; first_frame_url wins
   const lastFrame = b.last_frame_url
   const hasFrame = firstFrame !== undefined || lastFrame !== undefined
-  if (lastFrame !== undefined && firstFrame === undefined) unsupported('last_frame_url', 'last_frame_url requires first_frame_url')
+  if (lastFrame !== undefined && firstFrame === undefined) missing(['first_frame_url', 'is required when last_frame_url is sent (or image_url, its alias)'])
   const refImages = b.reference_image_urls ?? []
   const refVideos = b.reference_video_urls ?? []
   const refAudio = b.reference_audio_urls ?? []
@@ -298,18 +333,20 @@ function videoRules (b: VideoRequestBody, opts: ValidateOptions): NormalizedVide
 
   // gemini-omni: a voice and a character (SPEC.md 4.3, gemini-omni row).
   if (m.assets) {
-    if (!present(b.voice_asset_ids)) unsupported('voice_asset_ids', `${id} needs voice_asset_ids (GET /v1/assets)`)
-    if (!present(b.character_asset_ids) && refImages.length === 0) {
-      unsupported('character_asset_ids', `${id} needs a character: character_asset_ids or reference_image_urls`)
-    }
+    const need: Array<[string, string]> = []
+    if (!present(b.voice_asset_ids)) need.push(['voice_asset_ids', `is required for ${id} (GET /v1/assets lists voices)`])
+    if (!present(b.character_asset_ids) && refImages.length === 0) need.push(['character_asset_ids', `is required for ${id} unless reference_image_urls is sent`])
+    if (need.length) missing(...need)
   }
 
   // lipsync: image, audio and its length, within the mode's cap.
   const lipSyncMode: LipSyncMode | null = m.lipsync ? (b.lip_sync_mode ?? m.defaults.lip_sync_mode ?? 'normal') : null
   if (m.lipsync && lipSyncMode) {
-    if (firstFrame === undefined) unsupported('image_url', 'lipsync needs image_url')
-    if (b.audio_url === undefined) unsupported('audio_url', 'lipsync needs audio_url')
-    if (b.audio_duration === undefined) unsupported('audio_duration', 'lipsync needs audio_duration (seconds of audio)')
+    const need: Array<[string, string]> = []
+    if (firstFrame === undefined) need.push(['image_url', 'is required for lipsync'])
+    if (b.audio_url === undefined) need.push(['audio_url', 'is required for lipsync'])
+    if (b.audio_duration === undefined) need.push(['audio_duration', 'is required for lipsync (seconds of audio)'])
+    if (need.length || b.audio_duration === undefined) missing(...need)
     const cap = m.price.kind === 'lipsync' ? m.price.pricing.maxSeconds[lipSyncMode] : 0
     if (b.audio_duration > cap) unsupported('audio_duration', `lipsync ${lipSyncMode} mode takes audio_duration up to ${cap} seconds`)
   }
@@ -335,7 +372,7 @@ function videoRules (b: VideoRequestBody, opts: ValidateOptions): NormalizedVide
 
   // Text-to-video needs text: without a prompt, a frame or reference media there is nothing to generate from.
   if (!m.lipsync && b.prompt === undefined && !hasFrame && refImages.length + refVideos.length + refAudio.length === 0) {
-    unsupported('prompt', `${id} needs a prompt when no image or reference media is sent`)
+    missing(['prompt', `is required for ${id} when no image or reference media is sent`])
   }
 
   // URLs last: the cheap option checks above say more about a wrong request.
@@ -391,7 +428,7 @@ function imageRules (b: ImageRequestBody, opts: ValidateOptions): NormalizedImag
   if (b.output_format !== undefined && !m.outputFormats.includes(b.output_format)) unsupported('output_format', `${id} supports output_format ${oneOf(m.outputFormats)}`)
   const imageUrls = b.image_urls ?? []
   if (imageUrls.length > m.maxImageUrls) unsupported('image_urls', `${id} takes at most ${m.maxImageUrls} image_urls`)
-  if (b.prompt === undefined) unsupported('prompt', `${id} needs a prompt`)
+  if (b.prompt === undefined) missing(['prompt', `is required for ${id}`])
   if (characterCount(b.prompt) > m.promptCap) unsupported('prompt', `${id} takes prompts of at most ${m.promptCap} characters`)
   for (const v of imageUrls) checkMediaUrl(v, 'image_urls', opts)
   checkWebhook(b, opts)
@@ -424,8 +461,10 @@ function audioRules (b: AudioRequestBody, opts: ValidateOptions): NormalizedAudi
     for (const f of ['title', 'style', 'instrumental', 'lyrics'] as const) {
       if (b[f] !== undefined) unsupported(f, `${f} is only for music`)
     }
-    if (b.text === undefined) unsupported('text', 'voiceover needs text')
-    if (b.voice_id === undefined) unsupported('voice_id', 'voiceover needs voice_id')
+    const need: Array<[string, string]> = []
+    if (b.text === undefined) need.push(['text', 'is required for voiceover'])
+    if (b.voice_id === undefined) need.push(['voice_id', 'is required for voiceover'])
+    if (need.length || b.text === undefined) missing(...need)
     spoken = spokenSeconds(b.text)
   } else {
     for (const f of ['text', 'voice_id', 'voice_name'] as const) {
@@ -433,7 +472,7 @@ function audioRules (b: AudioRequestBody, opts: ValidateOptions): NormalizedAudi
     }
     const hasLyrics = b.lyrics !== undefined && b.lyrics.trim() !== ''
     if (b.instrumental === true && hasLyrics) unsupported('lyrics', 'instrumental music takes no lyrics')
-    if (b.instrumental !== true && !hasLyrics) unsupported('lyrics', 'music needs lyrics unless instrumental is true')
+    if (b.instrumental !== true && !hasLyrics) missing(['lyrics', b.lyrics === undefined ? 'is required for music unless instrumental is true' : 'must not be blank for music unless instrumental is true'])
   }
   const credits = priceAudio({ model: m.id, text: b.text ?? null }) // voiceover over 300 s: 422 param text
   checkWebhook(b, opts)

@@ -171,7 +171,11 @@ export interface AttemptRecord {
 
 /**
  * Writes one attempt and the delivery's new state, releasing the claim. A row that left
- * `pending` meanwhile (its webhook was deleted) keeps its state; a 2xx still marks it delivered.
+ * `pending` meanwhile (its webhook was deleted, or disabled by another delivery's 410) keeps
+ * its state and reason, but still counts the attempt it made: `attempts` and
+ * `last_status_code` always agree with the attempt history (issue 10.7). A 2xx still marks it
+ * delivered. An attempt older than one already recorded (a lease that ran out) changes nothing
+ * but the history.
  */
 export async function recordAttempt (tx: Q, a: AttemptRecord): Promise<void> {
   await tx`
@@ -179,14 +183,19 @@ export async function recordAttempt (tx: Q, a: AttemptRecord): Promise<void> {
     VALUES (${a.deliveryId}, ${a.attempt}, ${a.attemptedAt}, ${a.statusCode}, ${a.latencyMs}, ${a.error})`
   const delivered = a.status === 'delivered'
   const deliveredAt = delivered ? new Date(a.attemptedAt.getTime() + (a.latencyMs ?? 0)) : null
+  // Whether this attempt decides the delivery's state (else only its figures are recorded).
+  const decides = delivered ? tx`status <> 'delivered'` : tx`status = 'pending'`
   await tx`
     UPDATE webhook_deliveries SET
-      status = ${a.status}, attempts = greatest(attempts, ${a.attempt}), claimed_until = NULL,
-      last_status_code = ${a.statusCode}, last_error = ${a.error}, last_latency_ms = ${a.latencyMs},
-      next_attempt_at = CASE WHEN ${a.status}::text = 'pending'
+      attempts = greatest(attempts, ${a.attempt}),
+      last_status_code = ${a.statusCode}, last_latency_ms = ${a.latencyMs},
+      status = CASE WHEN ${decides} THEN ${a.status} ELSE status END,
+      claimed_until = CASE WHEN ${decides} THEN NULL ELSE claimed_until END,
+      last_error = CASE WHEN ${decides} THEN ${a.error} ELSE last_error END,
+      next_attempt_at = CASE WHEN ${decides} AND ${a.status}::text = 'pending'
         THEN clock_timestamp() + make_interval(secs => ${(a.delayMs ?? 0) / 1000}::float8) ELSE next_attempt_at END,
-      delivered_at = coalesce(delivered_at, ${deliveredAt}::timestamptz)
-    WHERE id = ${a.deliveryId} AND ${delivered ? tx`status <> 'delivered'` : tx`status = 'pending'`}`
+      delivered_at = CASE WHEN ${decides} THEN coalesce(delivered_at, ${deliveredAt}::timestamptz) ELSE delivered_at END
+    WHERE id = ${a.deliveryId} AND attempts <= ${a.attempt}`
   if (a.disableWebhook !== null && a.webhookId !== null) {
     await tx`UPDATE webhooks SET active = false, disabled_reason = ${a.disableWebhook} WHERE id = ${a.webhookId} AND active`
     await tx`

@@ -40,14 +40,15 @@ export function parseJson (buf: Buffer): unknown {
   let value: unknown
   try {
     value = JSON.parse(text)
-  } catch (e) {
-    throw new ApiError('VALIDATION_ERROR', 'Malformed JSON body', { details: [{ path: '', message: (e as Error).message }] })
+  } catch {
+    // The parser's own words ("No number after minus sign in JSON at position 1") help nobody.
+    throw new ApiError('VALIDATION_ERROR', 'The body must be JSON', { details: [{ path: '', message: 'must be JSON' }] })
   }
   // PostgreSQL text cannot hold U+0000: refuse it here as a 400 rather than let the insert fail
   // as a 500. In valid JSON it can only come from a `\u0000` escape, so most bodies skip the walk.
   if (/\\u0000/i.test(text)) {
     const at = nulPath(value, '')
-    if (at !== null) throw new ApiError('VALIDATION_ERROR', 'Strings must not contain U+0000 (NUL)', { details: [{ path: at || '/', message: 'must not contain U+0000' }] })
+    if (at !== null) throw new ApiError('VALIDATION_ERROR', 'Strings must not contain U+0000 (NUL)', { details: [{ path: at, message: 'must not contain U+0000' }] })
   }
   return value
 }

@@ -1,15 +1,94 @@
 import { Type, type TSchema } from '@sinclair/typebox'
 import { ERRORS } from '../errors.js'
+import { Job } from '../catalog/schemas.js'
 import type { Route } from './route.js'
 
-/** SPEC.md section 7 envelope as a schema. */
+/** One schema problem of a VALIDATION_ERROR: a JSON Pointer into the body or query ('' = all of it). */
+const ValidationIssue = Type.Object({ path: Type.String(), message: Type.String() })
+
+/**
+ * SPEC.md section 7 envelope as a schema, with every field some code adds (grep ApiError extras):
+ * clients generated from the document can read them typed.
+ */
 export const ErrorEnvelope = Type.Object({
   error: Type.Literal(true),
-  code: Type.String(),
+  code: Type.String({ description: 'One of x-error-codes' }),
   message: Type.String(),
-  details: Type.Optional(Type.Unknown()),
-  param: Type.Optional(Type.String()),
+  details: Type.Optional(Type.Union([
+    Type.Array(ValidationIssue, { description: 'VALIDATION_ERROR: every problem' }),
+    Type.Object({
+      job_id: Type.Optional(Type.String({ description: 'GATEWAY_TIMEOUT: the job that was created and charged; poll it instead of resubmitting' })),
+      kind: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'Uploads: the kind the limit or type rule belongs to' })),
+      max_bytes: Type.Optional(Type.Integer({ description: 'PAYLOAD_TOO_LARGE on uploads: the cap' })),
+      allowed_extensions: Type.Optional(Type.Array(Type.String())),
+      detected: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'UNSUPPORTED_MEDIA_TYPE: the type found in the file' })),
+    }, { description: 'Context of the error' }),
+  ], { description: 'Validation issues (VALIDATION_ERROR) or context (GATEWAY_TIMEOUT: job_id; uploads)' })),
+  param: Type.Optional(Type.String({ description: 'The offending field (UNSUPPORTED_OPTION, INVALID_PARAM)' })),
+  required_scope: Type.Optional(Type.String({ description: 'insufficient_scope: the scope the route needs (generate, read, or session)' })),
+  pricing_url: Type.Optional(Type.String({ description: 'upgrade_required: where to buy a plan' })),
+  retry_after: Type.Optional(Type.Integer({ minimum: 0, description: 'Every 429: seconds to wait, as in the Retry-After header' })),
+  reason: Type.Optional(Type.String({ description: 'NOT_ELIGIBLE: the first reason' })),
+  reasons: Type.Optional(Type.Array(Type.String(), { description: 'NOT_ELIGIBLE: every reason (email_unverified, account_banned, credits_locked)' })),
+  violations: Type.Optional(Type.Integer({ description: 'CONTENT_POLICY_VIOLATION: the account\'s violations so far' })),
+  max_concurrent: Type.Optional(Type.Integer({ description: 'concurrency_limit_reached: the key\'s cap' })),
+  in_flight: Type.Optional(Type.Integer({ description: 'concurrency_limit_reached: jobs in flight now' })),
+  max_streams: Type.Optional(Type.Integer({ description: 'TOO_MANY_STREAMS: the account\'s cap' })),
+  required: Type.Optional(Type.Integer({ description: 'INSUFFICIENT_CREDITS: the price' })),
+  available: Type.Optional(Type.Integer({ description: 'INSUFFICIENT_CREDITS: the spendable balance' })),
+  status: Type.Optional(Type.String({ description: 'CANNOT_CANCEL: the job\'s status' })),
 })
+
+/** 504 GATEWAY_TIMEOUT: `details.job_id` is always there (the job to poll instead of paying twice). */
+const GatewayTimeoutError = {
+  allOf: [
+    { $ref: '#/components/schemas/Error' },
+    { type: 'object', required: ['details'], properties: { details: { type: 'object', required: ['job_id'], properties: { job_id: { type: 'string' } } } } },
+  ],
+}
+
+/** Webhook delivery body (DESIGN.md 7). */
+const WebhookEvent = {
+  type: 'object',
+  required: ['id', 'type', 'created_at', 'data'],
+  properties: {
+    id: { type: 'string', description: 'evt_...; with the job id and type, the receivers\' dedupe key' },
+    type: { type: 'string', enum: ['job.completed', 'job.failed'] },
+    created_at: { type: 'string', format: 'date-time' },
+    data: { type: 'object', required: ['job'], properties: { job: { $ref: '#/components/schemas/Job' } } },
+  },
+}
+
+/** The headers of every webhook delivery attempt (SPEC.md 6.1, DESIGN.md 7). */
+const WEBHOOK_HEADERS = [
+  { name: 'X-Service-Signature', in: 'header', required: true, description: '`t=<unix seconds>,sha256=<hex>`: HMAC-SHA256 of the secret over `<t>.<raw body>`; reject a t older than 300 s', schema: { type: 'string', pattern: '^t=[0-9]+,sha256=[0-9a-f]{64}$' } },
+  { name: 'X-Service-Event', in: 'header', required: true, description: 'The event type, as `type` in the body', schema: { type: 'string', enum: ['job.completed', 'job.failed'] } },
+  { name: 'X-Service-Delivery', in: 'header', required: true, description: 'Delivery id, the same on every retry of one delivery', schema: { type: 'string' } },
+]
+
+function webhookOperation (event: string, summary: string): Record<string, unknown> {
+  return {
+    post: {
+      operationId: `webhook${event.split('.').map(s => s.charAt(0).toUpperCase() + s.slice(1)).join('')}`,
+      summary,
+      description: 'Sent to a URL registered with POST /webhooks or given as webhook_url on a generate or extend request. At least once; retried after 5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 3 h, 6 h, 12 h, 24 h until a 2xx; a 410 disables a registered webhook; 10 s timeout; redirects are not followed.',
+      parameters: WEBHOOK_HEADERS,
+      requestBody: { required: true, content: { 'application/json': { schema: { allOf: [{ $ref: '#/components/schemas/WebhookEvent' }, { type: 'object', properties: { type: { const: event } } }] } } } },
+      responses: {
+        '2XX': { description: 'Received; no more attempts' },
+        410: { description: 'Gone: a registered webhook is disabled' },
+        default: { description: 'Anything else (or no answer within 10 s) is retried' },
+      },
+    },
+  }
+}
+
+/** `application/toon` (SPEC.md 1.6) next to every JSON answer: the same data, TOON-encoded. */
+function withToon (content: Record<string, unknown>): Record<string, unknown> {
+  const json = content['application/json'] as { schema?: unknown } | undefined
+  if (!json || content['application/toon']) return content
+  return { ...content, 'application/toon': { schema: json.schema, 'x-encoding': 'TOON (@toon-format/toon) of the JSON schema; header X-TOON-Dict names the key dictionary' } }
+}
 
 const GENERIC: Record<string, string[]> = {
   public: [],
@@ -53,6 +132,7 @@ const H = (name: string) => ({ $ref: `#/components/headers/${name}` })
 
 /** OpenAPI path of a route: `/v1` is the server URL; `:id` becomes `{id}` and a trailing `*` `{path}`. */
 export function openApiPath (routePath: string): string {
+  if (routePath === '/v1') return '/'
   return (routePath.startsWith('/v1/') ? routePath.slice(3) : routePath)
     .replace(/:([A-Za-z_]+)/g, '{$1}')
     .replace(/\/\*$/, '/{path}')
@@ -78,6 +158,7 @@ export function buildOpenApi (routes: Route[], opts: { version: string; serverUr
   const operationIds = new Set<string>()
   const tagOrder: string[] = []
   for (const r of routes) {
+    if (r.hidden) continue
     const p = openApiPath(r.path)
     let operationId = `${r.method.toLowerCase()}${p.replace(/[{}]/g, '').split(/[/_.-]/).map(s => s.charAt(0).toUpperCase() + s.slice(1)).join('')}`
     for (let i = 2; operationIds.has(operationId); i++) operationId = operationId.replace(/\d*$/, String(i))
@@ -94,7 +175,7 @@ export function buildOpenApi (routes: Route[], opts: { version: string; serverUr
       const ps = r.schema?.params as { properties?: Record<string, unknown> } | undefined
       parameters.push({ name, in: 'path', required: true, schema: ps?.properties?.[name] ? strip(ps.properties[name] as TSchema) : { type: 'string' } })
     }
-    if (r.path.endsWith('/*')) parameters.push({ name: 'path', in: 'path', required: true, description: 'The rest of the path (may contain `/`)', schema: { type: 'string' } })
+    if (r.path.endsWith('/*')) parameters.push({ name: 'path', in: 'path', required: true, description: 'The rest of the path; its `/` may be sent as they are or percent-encoded (`%2F`)', schema: { type: 'string' } })
     const qs = r.schema?.query as { properties?: Record<string, TSchema>; required?: string[] } | undefined
     if (qs?.properties) {
       for (const [name, s] of Object.entries(qs.properties)) {
@@ -124,8 +205,11 @@ export function buildOpenApi (routes: Route[], opts: { version: string; serverUr
       responses[status] = { description: `HTTP ${status}`, headers: headersFor(Number(status)), content: { 'application/json': { schema: strip(s) } } }
     }
     for (const [status, content] of Object.entries(r.responseContent ?? {})) {
-      const resp = (responses[status] ??= { description: `HTTP ${status}`, headers: headersFor(Number(status)) })
-      resp.content = { ...(resp.content as object | undefined), ...content }
+      const resp = (responses[status] ??= { description: status === '204' ? 'No Content' : `HTTP ${status}`, headers: headersFor(Number(status)) })
+      if (Object.keys(content).length) resp.content = { ...(resp.content as object | undefined), ...content }
+    }
+    for (const [status, extra] of Object.entries(r.extraResponses ?? {})) {
+      responses[status] = { headers: headersFor(Number(status)), ...responses[status], ...extra }
     }
     if (!Object.keys(responses).some(s => s.startsWith('2'))) {
       // A raw handler that writes its own answer (file downloads): bytes of the stored type.
@@ -143,8 +227,10 @@ export function buildOpenApi (routes: Route[], opts: { version: string; serverUr
     for (const [status, cs] of [...byStatus].sort((a, b) => a[0] - b[0])) {
       const existing = responses[String(status)]
       if (existing) { existing.description = `${existing.description}; or the error envelope: ${cs.join(', ')}`; continue }
-      responses[String(status)] = { description: cs.join(', '), headers: headersFor(status), content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } }
+      const schema = { $ref: `#/components/schemas/${status === 504 ? 'GatewayTimeoutError' : 'Error'}` }
+      responses[String(status)] = { description: cs.join(', '), headers: headersFor(status), content: { 'application/json': { schema } } }
     }
+    for (const resp of Object.values(responses)) if (resp.content) resp.content = withToon(resp.content as Record<string, unknown>)
     op.responses = responses
     op['x-error-codes'] = codes
     if (r.auth === 'key') op.security = [{ ApiKeyHeader: [] }, { BearerAuth: [] }]
@@ -171,8 +257,13 @@ export function buildOpenApi (routes: Route[], opts: { version: string; serverUr
     servers: [{ url: `${opts.serverUrl}/v1`, description: 'PUBLIC_BASE_URL' }, { url: '/v1', description: 'The origin serving this document' }],
     tags: [...Object.keys(TAGS).filter(t => tagOrder.includes(t)), ...tagOrder.filter(t => !(t in TAGS))].map(name => TAGS[name] ? { name, description: TAGS[name] } : { name }),
     paths,
+    // OAS 3.1: what the service sends to the client's webhook receiver.
+    webhooks: {
+      'job.completed': webhookOperation('job.completed', 'A job completed (result_url set)'),
+      'job.failed': webhookOperation('job.failed', 'A job failed (credits refunded)'),
+    },
     components: {
-      schemas: { Error: strip(ErrorEnvelope) },
+      schemas: { Error: strip(ErrorEnvelope), GatewayTimeoutError, Job: strip(Job), WebhookEvent },
       headers: {
         'X-Request-Id': { description: 'Request id (echoes a valid X-Request-Id sent by the client)', schema: { type: 'string' } },
         'X-RateLimit-Limit': { description: 'Requests allowed per sliding 60 s window for this credential', schema: { type: 'integer' } },

@@ -102,6 +102,10 @@ export interface Route {
   rawBodySchema?: Record<string, unknown>
   /** OpenAPI `content` of answers that are not JSON described by schema.response (HTML, scripts, event streams), by status. */
   responseContent?: Record<number, Record<string, unknown>>
+  /** OpenAPI responses written by a raw handler (206, 304, 416 of file downloads), merged as given. */
+  extraResponses?: Record<number, Record<string, unknown>>
+  /** Served but not described in OpenAPI (an alias of a described route). */
+  hidden?: boolean
   /** Extra OpenAPI header parameters (Idempotency-Key, Last-Event-ID). */
   headers?: Array<Record<string, unknown>>
   handler: (ctx: RouteContext) => Promise<Reply> | Reply

@@ -2,6 +2,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import type { TSchema } from '@sinclair/typebox'
 import { ApiError } from '../errors.js'
+import { issuesOf, validationError, type ValidationIssue } from '../catalog/validate.js'
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
 
@@ -12,20 +13,13 @@ const queryAjv = addFormats(new Ajv({ allErrors: true, strict: false, coerceType
 export function compileBody (schema: TSchema): ValidateFunction { return bodyAjv.compile(schema) }
 export function compileQuery (schema: TSchema): ValidateFunction { return queryAjv.compile(schema) }
 
-/** Ajv errors as SPEC.md 7 `details`: one `{path, message}` per problem. */
-export function toDetails (errors: ErrorObject[] | null | undefined): Array<{ path: string; message: string }> {
-  return (errors ?? []).map(e => {
-    let path = e.instancePath || ''
-    if (e.keyword === 'required') path += `/${(e.params as { missingProperty: string }).missingProperty}`
-    if (e.keyword === 'additionalProperties') path += `/${(e.params as { additionalProperty: string }).additionalProperty}`
-    return { path: path || '/', message: e.message ?? 'is invalid' }
-  })
+/** Ajv errors as SPEC.md 7 `details`: the catalogue's shape, shared by every route (issue 10.4). */
+export function toDetails (errors: ErrorObject[] | null | undefined): ValidationIssue[] {
+  return issuesOf(errors ?? [])
 }
 
 export function check<T> (validate: ValidateFunction, value: unknown, where: 'body' | 'query'): T {
-  if (!validate(value)) {
-    throw new ApiError('VALIDATION_ERROR', `Request ${where} failed validation`, { details: toDetails(validate.errors) })
-  }
+  if (!validate(value)) throw validationError(toDetails(validate.errors), where === 'body' ? 'Request body' : 'Query string')
   return value as T
 }
 

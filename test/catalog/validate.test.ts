@@ -21,6 +21,12 @@ function unsupported (t: Test, fn: () => unknown, param: string, name?: string) 
   t.throws(fn, { code: 'UNSUPPORTED_OPTION', status: 422, extra: { param } }, name ?? `422 UNSUPPORTED_OPTION param ${param}`)
 }
 
+/** Asserts a 400 VALIDATION_ERROR whose details name `paths` (a missing conditionally required field, issue 10.3). */
+function required (t: Test, fn: () => unknown, paths: string[], name?: string) {
+  t.throws(fn, { code: 'VALIDATION_ERROR', status: 400 }, name ?? `400 VALIDATION_ERROR naming ${paths.join(', ')}`)
+  try { fn() } catch (e) { t.same(((e as ApiError).extra?.details as ValidationIssue[]).map(d => d.path), paths, `details name ${paths.join(', ')}`) }
+}
+
 /** Asserts a 400 VALIDATION_ERROR and returns its details. */
 function invalid (t: Test, fn: () => unknown, name?: string): ValidationIssue[] {
   try {
@@ -259,9 +265,9 @@ t.test('a mode the model does not take answers 422 param mode', async t => {
   t.equal(validateVideo({ model: 'kling-3.0', prompt: 'p' }).mode, 'std', 'kling-3.0 defaults to std')
 })
 
-t.test('last_frame_url without first_frame_url answers 422 param last_frame_url', async t => {
-  unsupported(t, () => validateVideo({ model: 'seedance-2', prompt: 'p', last_frame_url: IMG }), 'last_frame_url')
-  unsupported(t, () => validateVideo({ model: 'veo3-fast', prompt: 'p', last_frame_url: IMG }), 'last_frame_url')
+t.test('last_frame_url without first_frame_url answers 400 naming first_frame_url', async t => {
+  required(t, () => validateVideo({ model: 'seedance-2', prompt: 'p', last_frame_url: IMG }), ['/first_frame_url'])
+  required(t, () => validateVideo({ model: 'veo3-fast', prompt: 'p', last_frame_url: IMG }), ['/first_frame_url'])
   const r = validateVideo({ model: 'seedance-2', prompt: 'p', first_frame_url: IMG, last_frame_url: IMG2 })
   t.same([r.image_url, r.last_frame_url], [IMG, IMG2])
   t.equal(validateVideo({ model: 'veo3-fast', prompt: 'p', image_url: IMG, last_frame_url: IMG2 }).last_frame_url, IMG2, 'image_url counts as the first frame')
@@ -329,9 +335,9 @@ t.test('prompts longer than the model cap answer 422 param prompt', async t => {
 })
 
 t.test('gemini-omni needs voice_asset_ids and a character', async t => {
-  unsupported(t, () => validateVideo({ model: 'gemini-omni', prompt: 'p', character_asset_ids: [1] }), 'voice_asset_ids')
-  unsupported(t, () => validateVideo({ model: 'gemini-omni', prompt: 'p', character_asset_ids: [1], voice_asset_ids: [] }), 'voice_asset_ids')
-  unsupported(t, () => validateVideo({ model: 'gemini-omni', prompt: 'p', voice_asset_ids: [1] }), 'character_asset_ids')
+  required(t, () => validateVideo({ model: 'gemini-omni', prompt: 'p', character_asset_ids: [1] }), ['/voice_asset_ids'])
+  required(t, () => validateVideo({ model: 'gemini-omni', prompt: 'p', character_asset_ids: [1], voice_asset_ids: [] }), ['/voice_asset_ids'])
+  required(t, () => validateVideo({ model: 'gemini-omni', prompt: 'p', voice_asset_ids: [1] }), ['/character_asset_ids'])
   const a = validateVideo({ model: 'gemini-omni', prompt: 'p', voice_asset_ids: [1, 2], character_asset_ids: [3] })
   t.same([a.voice_asset_ids, a.character_asset_ids], [[1, 2], [3]])
   t.equal(validateVideo({ model: 'gemini-omni', prompt: 'p', voice_asset_ids: [1], reference_image_urls: [IMG] }).reference_image_urls.length, 1, 'reference images are a character')
@@ -356,9 +362,9 @@ t.test('lipsync needs image_url, audio_url and audio_duration within the mode ca
   const r = validateVideo(ok)
   t.match(r, { image_url: IMG, audio_url: AUD, audio_duration: 15, lip_sync_mode: 'normal', aspect_ratio: null, duration: null })
   t.equal(validateVideo({ ...ok, image_url: undefined, first_frame_url: IMG2 }).image_url, IMG2, 'first_frame_url is the image too')
-  unsupported(t, () => validateVideo({ ...ok, image_url: undefined }), 'image_url')
-  unsupported(t, () => validateVideo({ ...ok, audio_url: undefined }), 'audio_url')
-  unsupported(t, () => validateVideo({ ...ok, audio_duration: undefined }), 'audio_duration')
+  required(t, () => validateVideo({ ...ok, image_url: undefined }), ['/image_url'])
+  required(t, () => validateVideo({ ...ok, audio_url: undefined }), ['/audio_url'])
+  required(t, () => validateVideo({ ...ok, audio_duration: undefined }), ['/audio_duration'])
   unsupported(t, () => validateVideo({ ...ok, audio_duration: 15.01 }), 'audio_duration', 'normal caps at 15 s')
   unsupported(t, () => validateVideo({ ...ok, lip_sync_mode: 'normal', audio_duration: 16 }), 'audio_duration')
   t.equal(validateVideo({ ...ok, lip_sync_mode: 'collate', audio_duration: 120 }).credits, 635, 'collate goes to 120 s')
@@ -434,9 +440,9 @@ t.test('generate_audio only on the models that take it, default true', async t =
   }
 })
 
-t.test('a text-to-video request without a prompt answers 422 param prompt', async t => {
-  unsupported(t, () => validateVideo({ model: 'seedance-2' }), 'prompt')
-  unsupported(t, () => validateVideo({ model: 'veo3-fast', aspect_ratio: '9:16' }), 'prompt')
+t.test('a text-to-video request without a prompt answers 400 naming prompt', async t => {
+  required(t, () => validateVideo({ model: 'seedance-2' }), ['/prompt'])
+  required(t, () => validateVideo({ model: 'veo3-fast', aspect_ratio: '9:16' }), ['/prompt'])
   t.equal(validateVideo({ model: 'seedance-2', image_url: IMG }).prompt, null, 'an image is enough')
   t.equal(validateVideo({ model: 'seedance-2', reference_video_urls: [VID] }).prompt, null, 'reference media is enough')
 })
@@ -471,9 +477,9 @@ t.test('hosts in WEBHOOK_ALLOWLIST may be plain http and private', async t => {
   t.ok(validateVideo({ ...base, webhook_url: 'https://receiver.internal:443/x' }, { webhookAllowlist: ['receiver.internal:443'] }), 'the default port matches an explicit :443 entry')
 })
 
-t.test('webhook_secret without webhook_url answers 422 param webhook_secret', async t => {
-  unsupported(t, () => validateVideo({ model: 'veo3-fast', prompt: 'p', webhook_secret: 's'.repeat(20) }), 'webhook_secret')
-  unsupported(t, () => validateExtend({ job_id: 'job_1', prompt: 'p', webhook_secret: 's'.repeat(20) }), 'webhook_secret')
+t.test('webhook_secret without webhook_url answers 400 naming webhook_url', async t => {
+  required(t, () => validateVideo({ model: 'veo3-fast', prompt: 'p', webhook_secret: 's'.repeat(20) }), ['/webhook_url'])
+  required(t, () => validateExtend({ job_id: 'job_1', prompt: 'p', webhook_secret: 's'.repeat(20) }), ['/webhook_url'])
 })
 
 t.test('media URLs must be public http(s); our own PUBLIC_BASE_URL is always accepted', async t => {
@@ -516,17 +522,17 @@ t.test('image resolutions are normalised to upper case; flat-priced models refus
   }
 })
 
-t.test('an image request without a prompt answers 422 param prompt', async t => {
-  unsupported(t, () => validateImage({ model: 'nano-banana' }), 'prompt')
-  unsupported(t, () => validateImage({ model: 'gpt-image-2', image_urls: [IMG] }), 'prompt')
+t.test('an image request without a prompt answers 400 naming prompt', async t => {
+  required(t, () => validateImage({ model: 'nano-banana' }), ['/prompt'])
+  required(t, () => validateImage({ model: 'gpt-image-2', image_urls: [IMG] }), ['/prompt'])
 })
 
 t.test('voiceover needs text and voice_id and takes no music fields', async t => {
   t.match(validateAudio({ model: 'voiceover', text: 'Hello there', voice_id: 'v1', voice_name: 'Ada' }), {
     kind: 'audio', model: 'voiceover', text: 'Hello there', voice_id: 'v1', voice_name: 'Ada', prompt: 'Hello there', spoken_seconds: 1, lyrics: null, instrumental: null,
   })
-  unsupported(t, () => validateAudio({ model: 'voiceover', voice_id: 'v1' }), 'text')
-  unsupported(t, () => validateAudio({ model: 'voiceover', text: 'hi' }), 'voice_id')
+  required(t, () => validateAudio({ model: 'voiceover', voice_id: 'v1' }), ['/text'])
+  required(t, () => validateAudio({ model: 'voiceover', text: 'hi' }), ['/voice_id'])
   unsupported(t, () => validateAudio({ model: 'voiceover', text: 'hi', voice_id: 'v', lyrics: 'x' }), 'lyrics')
   unsupported(t, () => validateAudio({ model: 'voiceover', text: 'hi', voice_id: 'v', instrumental: true }), 'instrumental')
   unsupported(t, () => validateAudio({ model: 'voiceover', text: 'hi', voice_id: 'v', style: 'x' }), 'style')
@@ -536,9 +542,9 @@ t.test('voiceover needs text and voice_id and takes no music fields', async t =>
 t.test('music needs lyrics unless instrumental and takes no voiceover fields', async t => {
   t.match(validateAudio({ model: 'music', lyrics: 'la la', title: 'T', style: 'pop' }), { model: 'music', lyrics: 'la la', instrumental: false, prompt: 'pop', text: null })
   t.match(validateAudio({ model: 'music', instrumental: true, title: 'T' }), { instrumental: true, lyrics: null, prompt: 'T' })
-  unsupported(t, () => validateAudio({ model: 'music', title: 'T' }), 'lyrics')
-  unsupported(t, () => validateAudio({ model: 'music', instrumental: false }), 'lyrics')
-  unsupported(t, () => validateAudio({ model: 'music', lyrics: '   ' }), 'lyrics', 'blank lyrics are no lyrics')
+  required(t, () => validateAudio({ model: 'music', title: 'T' }), ['/lyrics'])
+  required(t, () => validateAudio({ model: 'music', instrumental: false }), ['/lyrics'])
+  required(t, () => validateAudio({ model: 'music', lyrics: '   ' }), ['/lyrics'], 'blank lyrics are no lyrics')
   unsupported(t, () => validateAudio({ model: 'music', instrumental: true, lyrics: 'la' }), 'lyrics', 'instrumental takes no lyrics')
   unsupported(t, () => validateAudio({ model: 'music', lyrics: 'la', text: 'x' }), 'text')
   unsupported(t, () => validateAudio({ model: 'music', lyrics: 'la', voice_id: 'x' }), 'voice_id')

@@ -6,6 +6,7 @@ import { createApp, type App } from '../../src/app.js'
 import { loadConfig, type Config } from '../../src/config.js'
 import { signSession } from '../../src/http/jwt.js'
 import { freshDatabase } from './db.js'
+import { loadContract, responseProblems } from './contract.js'
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789abcdef'
 export const JWT_SECRET = 'test-jwt-secret-0123456789abcdef0123456789'
@@ -28,6 +29,8 @@ export interface ReqOpts {
   key?: string
   jwt?: string
   admin?: boolean
+  /** Skip the OpenAPI response check (only for a test of the check itself). */
+  unchecked?: boolean
 }
 
 export interface Res { status: number; headers: Headers; body: any; text: string }
@@ -69,6 +72,11 @@ export async function startServer (t: Tap, env: Record<string, string> = {}, ove
     const text = await r.text()
     let parsed: unknown = text
     try { parsed = JSON.parse(text) } catch {}
+    // The one contract hook (issue 10): every JSON answer must match the served OpenAPI document.
+    if (!o.unchecked) {
+      const problem = responseProblems(await loadContract(url), method, path, r.status, r.headers.get('content-type'), parsed)
+      if (problem !== null) throw new Error(`OpenAPI contract: ${problem}`)
+    }
     return { status: r.status, headers: r.headers, body: parsed, text }
   }
   return { app, url, databaseUrl, config, req }

@@ -21,13 +21,13 @@ function forge (header: unknown, claims: unknown, secret = JWT_SECRET): string {
   return `${body}.${createHmac('sha256', secret).update(body).digest('base64url')}`
 }
 
-t.test('signup answers 201 {user_id, email}, grants 200 credits as a ledger entry, leaves the email unverified', async (t) => {
+t.test('signup answers 201 {user_id, email, email_verified: false, next}, grants 200 credits as a ledger entry, leaves the email unverified', async (t) => {
   const e = email('signup')
   const r = await s.req('POST', '/v1/auth/signup', { body: { email: e, password: 'long enough pw' } })
   t.equal(r.status, 201)
   t.type(r.body.user_id, 'number')
   t.equal(r.body.email, e)
-  t.same(Object.keys(r.body).sort(), ['email', 'user_id'])
+  t.same(Object.keys(r.body).sort(), ['email', 'email_verified', 'next', 'user_id'], 'plus what to do next (issue 10)')
 
   const sql = s.app.services.sql
   const [acct] = await sql<any[]>`SELECT credits, email_verified, has_purchased, banned FROM accounts WHERE id = ${r.body.user_id}`

@@ -260,7 +260,7 @@ t.test('validation errors: 400 VALIDATION_ERROR and 422 UNSUPPORTED_OPTION with 
     ['empty prompt', 'image', { model: 'nano-banana', prompt: '' }, 400, 'VALIDATION_ERROR'],
     ['bad aspect ratio', 'video', { model: 'veo3-fast', prompt: 'x', aspect_ratio: '5:4' }, 400, 'VALIDATION_ERROR'],
     ['text too long', 'audio', { model: 'voiceover', text: 'x'.repeat(5001), voice_id: 'v' }, 400, 'VALIDATION_ERROR'],
-    ['voiceover without voice_id', 'audio', { model: 'voiceover', text: 'hi' }, 422, 'UNSUPPORTED_OPTION', 'voice_id'],
+    ['voiceover without voice_id', 'audio', { model: 'voiceover', text: 'hi' }, 400, 'VALIDATION_ERROR'],
     ['resolution on veo3-fast', 'video', { model: 'veo3-fast', prompt: 'x', resolution: '720p' }, 422, 'UNSUPPORTED_OPTION', 'resolution'],
     ['duration on veo3-fast', 'video', { model: 'veo3-fast', prompt: 'x', duration: '8' }, 422, 'UNSUPPORTED_OPTION', 'duration'],
     ['last frame on grok-video', 'video', { model: 'grok-video', prompt: 'x', duration: '6', resolution: '480p', first_frame_url: 'https://example.com/a.png', last_frame_url: 'https://example.com/b.png' }, 422, 'UNSUPPORTED_OPTION', 'last_frame_url'],

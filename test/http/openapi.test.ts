@@ -38,7 +38,7 @@ t.test('the document is valid OpenAPI 3.1 (@apidevtools/swagger-parser), version
 })
 
 t.test('every route of the route table is described, and nothing else', async (t) => {
-  const want = routes.map(x => `${x.method.toLowerCase()} ${openApiPath(x.path)}`).sort()
+  const want = routes.filter(x => !x.hidden).map(x => `${x.method.toLowerCase()} ${openApiPath(x.path)}`).sort()
   const have = ops.map(o => `${o.method} ${o.path}`).sort()
   t.same(have, want)
   t.ok(want.length >= 40, `${want.length} operations`)
@@ -79,7 +79,8 @@ t.test('every operation has parameters for its path, a request body where it rea
     for (const q of Object.keys(query?.properties ?? {})) t.ok(op.parameters?.some((x: any) => x.in === 'query' && x.name === q && x.schema), `${name}: query parameter ${q}`)
     if (route.schema?.body || route.rawBodySchema) t.ok(op.requestBody?.content, `${name}: request body`)
     const success = Object.entries<any>(op.responses).filter(([st]) => st.startsWith('2'))
-    t.ok(success.length > 0 && success.every(([, x]) => x.content && Object.keys(x.content).length > 0), `${name}: 2xx responses have content`)
+    // 204 (an SSE reconnect after done) is the one success without a body.
+    t.ok(success.length > 0 && success.every(([st, x]) => st === '204' ? x.content === undefined : x.content && Object.keys(x.content).length > 0), `${name}: 2xx responses have content (204: none)`)
     const codes: string[] = op['x-error-codes']
     t.ok(Array.isArray(codes) && codes.includes('INTERNAL_ERROR'), `${name}: x-error-codes`)
     const missing = codes.filter(c => !(c in ERRORS) || (ERRORS[c as keyof typeof ERRORS].status !== 0 && !op.responses[String(ERRORS[c as keyof typeof ERRORS].status)]))
@@ -125,8 +126,10 @@ t.test('non-JSON answers are described: the docs page, SSE, file downloads, mult
   }
   const files = doc.paths['/files/{path}']
   if (files) {
-    t.same(files.servers, [{ url: s.config.publicBaseUrl }], '/files is served from the root, not under /v1')
+    // Declared under /v1 so generated clients (which ignore path-level servers) reach it; the root /files/<key> URLs the service hands out stay served.
+    t.equal(files.servers, undefined, '/files/{path} is under the /v1 servers')
     t.ok(files.get.responses['200'].content, 'files: bytes')
+    for (const st of ['206', '304', '416']) t.ok(files.get.responses[st]?.description, `files: ${st} declared`)
   }
   const up = opOf('post', '/uploads')
   if (up) t.ok(up.requestBody.content['multipart/form-data'], 'uploads: multipart/form-data')
@@ -149,4 +152,64 @@ t.test('the usage and assets operations document their query parameters and shap
 t.test('the document is cached by ETag', async (t) => {
   const again = await s.req('GET', '/v1/openapi.json', { headers: { 'if-none-match': r.headers.get('etag')! } })
   t.equal(again.status, 304)
+})
+
+t.test('the response contract hook of test/helpers/server.ts fails a body the document does not describe', async (t) => {
+  const { compile, responseProblems } = await import('../helpers/contract.js')
+  const c = compile(structuredClone(doc))
+  const health = await s.req('GET', '/v1/health')
+  const ct = health.headers.get('content-type')
+  t.equal(responseProblems(c, 'GET', '/v1/health', 200, ct, health.body), null, 'the real answer matches')
+  t.match(responseProblems(c, 'GET', '/v1/health', 200, ct, { ...health.body, status: 'fine' }), /does not match.*\/status/, 'a wrong enum value is caught')
+  t.match(responseProblems(c, 'GET', '/v1/health', 200, ct, { status: 'ok' }), /must have required property/, 'a missing field is caught')
+  t.match(responseProblems(c, 'GET', '/v1/health', 418, ct, health.body), /does not declare/, 'an undeclared status is caught')
+  t.match(responseProblems(c, 'GET', '/v1/jobs/job_x', 404, ct, { error: true, code: 'JOB_NOT_FOUND' }), /message/, 'an envelope without message is caught')
+  t.match(responseProblems(c, 'GET', '/v1/nowhere', 200, ct, {}), /no such operation/, 'a 200 from an undescribed route is caught')
+  t.equal(responseProblems(c, 'GET', '/v1/health', 200, 'application/toon', 'not json'), null, 'TOON is not checked')
+  // And through req itself: the hook throws.
+  const models = await s.req('GET', '/v1/models', { unchecked: true })
+  t.equal(responseProblems(c, 'GET', '/v1/models', 200, models.headers.get('content-type'), { ...models.body, video: [{ ...models.body.video[0], capabilities: { ...models.body.video[0].capabilities, surprise: 1 } }] }) !== null, true, 'an undeclared capability key is caught (capabilities are typed)')
+})
+
+t.test('every JSON answer also declares application/toon with the same schema', async (t) => {
+  let n = 0
+  for (const { path, method, op } of ops) {
+    for (const [status, resp] of Object.entries<any>(op.responses)) {
+      const json = resp.content?.['application/json']
+      if (!json) continue
+      n++
+      t.same(resp.content['application/toon']?.schema, json.schema, `${method} ${path} ${status}`)
+    }
+  }
+  t.ok(n > 100, `${n} responses`)
+})
+
+t.test('the Error schema has every field the service sends; 504 promises details.job_id', async (t) => {
+  const props = Object.keys(doc.components.schemas.Error.properties)
+  for (const f of ['error', 'code', 'message', 'details', 'param', 'required_scope', 'pricing_url', 'retry_after', 'reason', 'reasons', 'violations', 'max_concurrent', 'in_flight', 'max_streams', 'required', 'available', 'status']) t.ok(props.includes(f), f)
+  const gen504 = opOf('post', '/generate/video').responses['504'].content['application/json'].schema
+  t.same(gen504, { $ref: '#/components/schemas/GatewayTimeoutError' })
+  t.same(doc.components.schemas.GatewayTimeoutError.allOf[1].properties.details.required, ['job_id'])
+  t.ok(opOf('get', '/sse/jobs/{id}').responses['429'].headers['Retry-After'], 'Retry-After on 429')
+})
+
+t.test('OAS 3.1 webhooks: the delivery body and the X-Service-* headers', async (t) => {
+  for (const ev of ['job.completed', 'job.failed']) {
+    const op = doc.webhooks?.[ev]?.post
+    t.ok(op, ev)
+    t.same(op.parameters.map((p: any) => p.name).sort(), ['X-Service-Delivery', 'X-Service-Event', 'X-Service-Signature'])
+    t.ok(op.requestBody.content['application/json'].schema.allOf.some((x: any) => x.$ref === '#/components/schemas/WebhookEvent'))
+  }
+  t.same(doc.components.schemas.WebhookEvent.required, ['id', 'type', 'created_at', 'data'])
+  t.same(doc.components.schemas.WebhookEvent.properties.data.properties.job, { $ref: '#/components/schemas/Job' })
+})
+
+t.test('typed catalogue capabilities and defaults; the upload file is binary', async (t) => {
+  const entry = opOf('get', '/models').responses['200'].content['application/json'].schema.properties.video.items
+  t.equal(entry.properties.capabilities.additionalProperties, false)
+  t.ok(Object.keys(entry.properties.capabilities.properties).length >= 25, 'capability keys typed')
+  t.equal(entry.properties.defaults.additionalProperties, false)
+  const file = opOf('post', '/uploads').requestBody.content['multipart/form-data'].schema.properties.file
+  t.equal(file.contentMediaType, 'application/octet-stream')
+  t.equal(file.format, 'binary')
 })

@@ -158,9 +158,11 @@ t.test('the cap is enforced as soon as it is crossed, not after reading the body
   // An image (10 MB cap) followed by 41 MB more: the answer comes long before the end.
   const m = streamingMultipart({ before: [{ name: 'kind', value: 'image' }], filename: 'huge.png', head: png(), fileBytes: 51 * MB })
   const r = await fetch(`${s.url}/v1/uploads`, { method: 'POST', body: m.body, headers: { 'content-type': m.contentType, 'x-api-key': user.key }, duplex: 'half' } as RequestInit)
+  // Measured when the answer arrived: the rest of the body is then read and dropped (issue 10.2).
+  const atAnswer = m.pulled()
   t.equal(r.status, 413)
   t.equal((await r.json() as any).code, 'PAYLOAD_TOO_LARGE')
-  t.ok(m.pulled() < 30 * MB, `client had sent ${(m.pulled() / MB).toFixed(1)} MB of ${(m.total / MB).toFixed(1)} MB when refused`)
+  t.ok(atAnswer < 30 * MB, `client had sent ${(atAnswer / MB).toFixed(1)} MB of ${(m.total / MB).toFixed(1)} MB when refused`)
   // The server is still fine afterwards.
   t.equal((await upload([kind('image'), file('after.png', png())])).status, 201)
 })

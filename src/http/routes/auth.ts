@@ -28,13 +28,26 @@ export const routes: Route[] = [
     summary: 'Create an account (200 free credits, email unverified)',
     tag: 'Sessions',
     errors: ['CONFLICT'],
-    schema: { body: Signup, response: { 201: Type.Object({ user_id: Type.Integer(), email: Type.String() }) } },
+    schema: {
+      body: Signup,
+      response: {
+        201: Type.Object({
+          user_id: Type.Integer(),
+          email: Type.String(),
+          email_verified: Type.Literal(false),
+          next: Type.String({ description: 'What to do next: an operator verifies the email, then log in and create an API key' }),
+        }),
+      },
+    },
     async handler (ctx) {
       const b = ctx.body as Static<typeof Signup>
       const s = ctx.services
       const a = await createAccount(s.sql, { email: b.email, passwordHash: await s.passwords.hash(b.password), verified: false, credits: SIGNUP_CREDITS, note: 'signup free credits' })
       if (!a) throw new ApiError('CONFLICT', 'An account with this email already exists', { param: 'email' })
-      return { status: 201, body: { user_id: a.id, email: a.email } }
+      // An unverified account cannot create keys (403 NOT_ELIGIBLE): say what unblocks it.
+      const next = `An operator verifies the email: npm run admin -- set ${a.id} --verified true ` +
+        `(or PATCH /v1/admin/accounts/${a.id} {"email_verified": true}); then POST /v1/auth/login and POST /v1/auth/keys`
+      return { status: 201, body: { user_id: a.id, email: a.email, email_verified: false, next } }
     },
   },
   {
@@ -43,7 +56,7 @@ export const routes: Route[] = [
     auth: 'public',
     summary: 'Exchange email and password for a session JWT',
     tag: 'Sessions',
-    errors: ['INVALID_CREDENTIALS'],
+    errors: ['INVALID_CREDENTIALS', 'ACCOUNT_BANNED'],
     schema: { body: Login, response: { 200: Token } },
     async handler (ctx) {
       const b = ctx.body as Static<typeof Login>
@@ -55,6 +68,8 @@ export const routes: Route[] = [
         throw new ApiError('INVALID_CREDENTIALS')
       }
       if (!(await s.passwords.verify(b.password, a.password_hash))) throw new ApiError('INVALID_CREDENTIALS')
+      // Checked after the password, so a ban is only disclosed to the account's owner.
+      if (a.banned) throw new ApiError('ACCOUNT_BANNED', 'This account is suspended; it cannot log in')
       const { token, expires_in } = signSession(s.jwtSecret, a.id)
       return { body: { token, token_type: 'Bearer', expires_in } }
     },

@@ -9,12 +9,19 @@ import type { Reply, Route, RouteContext } from '../route.js'
 export const FILE_CACHE_CONTROL = 'public, max-age=31536000, immutable'
 
 const PREFIX = '/files/'
+/** The same files under the API prefix: what a client generated from /v1/openapi.json calls. */
+const API_PREFIX = '/v1/files/'
 
-/** The storage key of a /files/<key> path, or null when it is not a safe key. */
+/**
+ * The storage key of a /files/<key> or /v1/files/<key> path, or null when it is not a safe
+ * key. The key is percent-decoded, so `results%2F2026%2F...` (a generated client encodes the
+ * slashes of a path parameter) names the same file as `results/2026/...`.
+ */
 export function keyFromPath (path: string): string | null {
-  if (!path.startsWith(PREFIX)) return null
+  const prefix = path.startsWith(API_PREFIX) ? API_PREFIX : path.startsWith(PREFIX) ? PREFIX : null
+  if (prefix === null) return null
   let key: string
-  try { key = decodeURIComponent(path.slice(PREFIX.length)) } catch { return null }
+  try { key = decodeURIComponent(path.slice(prefix.length)) } catch { return null }
   return isSafeKey(key) ? key : null
 }
 
@@ -209,16 +216,32 @@ function streamBody (ctx: RouteContext, res: HttpResponse, stream: Readable, sta
   })
 }
 
-export const routes: Route[] = [
-  {
-    method: 'GET',
-    head: true,
-    path: '/files/*',
-    auth: 'public',
-    rawBody: true,
-    summary: 'Download stored media (uploads and results); supports Range, ETag and long caching',
-    tag: 'Files',
-    errors: ['NOT_FOUND'],
-    handler: serveFile,
+const fileRoute: Route = {
+  method: 'GET',
+  head: true,
+  path: '/v1/files/*',
+  auth: 'public',
+  rawBody: true,
+  summary: 'Download stored media (uploads and results); supports Range, ETag and long caching. The URLs the service hands out are /files/<key> at the root; /v1/files/<key> serves the same bytes, with the key\'s slashes as they are or percent-encoded',
+  tag: 'Files',
+  errors: ['NOT_FOUND'],
+  headers: [
+    { name: 'Range', in: 'header', required: false, description: 'One byte range (`bytes=0-1023`, `bytes=-500`)', schema: { type: 'string' } },
+    { name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string' } },
+    { name: 'If-Modified-Since', in: 'header', required: false, schema: { type: 'string' } },
+    { name: 'If-Range', in: 'header', required: false, schema: { type: 'string' } },
+  ],
+  extraResponses: {
+    200: { description: 'The whole file, with its stored Content-Type', content: { '*/*': { schema: { type: 'string', format: 'binary', contentMediaType: 'application/octet-stream' } } } },
+    206: { description: 'Partial Content: the one range asked for (Content-Range)', content: { '*/*': { schema: { type: 'string', format: 'binary', contentMediaType: 'application/octet-stream' } } } },
+    304: { description: 'Not Modified (If-None-Match or If-Modified-Since matched)' },
+    416: { description: 'Range Not Satisfiable (Content-Range: bytes */<size>)' },
   },
+  handler: serveFile,
+}
+
+export const routes: Route[] = [
+  fileRoute,
+  // The URLs in upload and job answers (PUBLIC_BASE_URL/files/<key>): the same handler.
+  { ...fileRoute, path: '/files/*', hidden: true },
 ]

@@ -3,6 +3,9 @@ import { ApiError } from '../../errors.js'
 import { tierOf } from '../auth.js'
 import type { Route } from '../route.js'
 import { ownJob } from './jobs.js'
+import { TERMINAL } from '../../jobs/view.js'
+import { eventIdOf } from '../sse.js'
+import { writeResponse } from '../respond.js'
 
 const TicketRequest = Type.Object({ jobId: Type.String({ minLength: 1, maxLength: 100 }) })
 const TicketResponse = Type.Object({ ticket: Type.String(), expires_in: Type.Literal(300) })
@@ -35,7 +38,7 @@ export const routes: Route[] = [
     errors: ['AUTH_REQUIRED', 'INVALID_API_KEY', 'INVALID_TICKET', 'JOB_NOT_FOUND', 'TOO_MANY_STREAMS', 'RATE_LIMIT_EXCEEDED', 'insufficient_scope'],
     schema: { params: Type.Object({ id: Type.String() }), query: Type.Object({ ticket: Type.Optional(Type.String({ maxLength: 1024 })) }) },
     headers: [{ name: 'Last-Event-ID', in: 'header', required: false, description: 'Resume after this event id', schema: { type: 'string' } }],
-    responseContent: { 200: { 'text/event-stream': { schema: { type: 'string', description: 'Events `status` {id, status, progress, result_url?, error_message?}, `heartbeat` {ts} every 15 s, `done` {id, status} last; every event has an `id:`' } } } },
+    responseContent: { 204: {}, 200: { 'text/event-stream': { schema: { type: 'string', description: 'Events `status` {id, status, progress, result_url?, error_message?}, `heartbeat` {ts} every 15 s, `done` {id, status} last; every event has an `id:`' } } } },
     async handler (ctx) {
       const s = ctx.services
       const jobId = ctx.params.id
@@ -58,13 +61,21 @@ export const routes: Route[] = [
         await ctx.rateLimit(caller)
       }
       const view = await ownJob(ctx, jobId)
+      const lastHeader = ctx.headers['last-event-id'] ?? ctx.query.get('lastEventId')
+      const last = Number(lastHeader ?? 0)
+      // The newest view: an event may have landed while ownJob read the database.
+      const current = s.jobs.get(jobId)?.view ?? view
+      // DESIGN.md 7: a reconnect that already saw `done` of a terminal job gets 204, the SSE
+      // standard's way to stop a client; without it every EventSource reconnects every 3 s forever.
+      if (TERMINAL.has(current.status) && lastHeader !== undefined && lastHeader !== null && Number.isFinite(last) && last >= eventIdOf(current) + 1) {
+        if (ctx.aborted()) return { status: -1 }
+        writeResponse(ctx.res!, 204, { ...ctx.baseHeaders(), 'Cache-Control': 'no-store' }, undefined)
+        return { status: 204 }
+      }
       if (!s.sse.reserve(accountId, maxStreams)) {
         throw new ApiError('TOO_MANY_STREAMS', `This account already has ${s.sse.openStreams(accountId)} SSE streams open (max ${maxStreams})`, { max_streams: maxStreams })
       }
       if (ctx.aborted()) { s.sse.release(accountId); return { status: -1 } }
-      const last = Number(ctx.headers['last-event-id'] ?? ctx.query.get('lastEventId') ?? 0)
-      // The newest view: an event may have landed while ownJob read the database.
-      const current = s.jobs.get(jobId)?.view ?? view
       const res = ctx.res!
       const headers = ctx.baseHeaders()
       res.cork(() => s.sse.open(res, ctx.onAborted, headers, current, accountId, Number.isFinite(last) ? last : 0))

@@ -69,9 +69,41 @@ async function databaseUp (s: Services): Promise<boolean> {
   } finally { probe.probing = null }
 }
 
-/** GET /v1/health and GET /v1/openapi.json (SPEC.md 4.1). */
+const Index = Type.Object({
+  service: Type.String(),
+  version: Type.String(),
+  docs: Type.String({ description: 'Interactive reference (GET /v1/docs)' }),
+  openapi: Type.String({ description: 'OpenAPI 3.1 description (GET /v1/openapi.json)' }),
+  health: Type.String(),
+  models: Type.String({ description: 'Model catalogue and prices (public)' }),
+})
+
+/** What GET / and GET /v1 answer: where to look next (issue 10), one frozen body per base URL. */
+const indexes = new Map<string, object>()
+function indexBody (s: Services): object {
+  const base = s.config.publicBaseUrl
+  let b = indexes.get(base)
+  if (!b) {
+    b = Object.freeze({ service: 'genjobs', version: s.version, docs: `${base}/v1/docs`, openapi: `${base}/v1/openapi.json`, health: `${base}/v1/health`, models: `${base}/v1/models` })
+    indexes.set(base, b)
+  }
+  return b
+}
+
+/** GET /, GET /v1, GET /v1/health and GET /v1/openapi.json (SPEC.md 4.1). */
 export function systemRoutes (openapi: () => unknown): Route[] {
+  const index: Route = {
+    method: 'GET',
+    path: '/v1',
+    auth: 'public',
+    summary: 'Where to start: links to the interactive reference, the OpenAPI document, health and the models',
+    tag: 'System',
+    schema: { response: { 200: Index } },
+    handler: (ctx) => ({ body: indexBody(ctx.services), immutable: true, headers: { 'Cache-Control': 'public, max-age=300' } }),
+  }
   return [
+    index,
+    { ...index, path: '/', hidden: true },
     {
       method: 'GET',
       path: '/v1/health',

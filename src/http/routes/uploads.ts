@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { Transform, type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { ApiError } from '../../errors.js'
+import { validationError } from '../../catalog/validate.js'
 import { imageMetadataText, screenText } from '../../moderation.js'
 import { insertUpload, type UploadKind } from '../../storage/upload-records.js'
 import { CONTENT_TYPE, negotiate, serialize, writeResponse } from '../respond.js'
@@ -95,7 +96,7 @@ function badExtension (kind: UploadKind, filename: string): ApiError {
 }
 
 function invalid (path: string, message: string): ApiError {
-  return new ApiError('VALIDATION_ERROR', `${path.slice(1) || 'body'} ${message}`, { details: [{ path, message }] })
+  return validationError([{ path, message }])
 }
 
 /** The request ended or failed while still being read: answered early, connection closed. */
@@ -136,11 +137,11 @@ function receive (ctx: RouteContext, contentType: string, tmp: string, spool: Sp
         limits: { files: 1, fields: 4, parts: 6, fieldSize: 1024, fieldNameSize: 100, headerPairs: 20 },
       })
     } catch (e) {
-      fail(new ApiError('VALIDATION_ERROR', `Malformed multipart/form-data request: ${(e as Error).message}`))
+      fail(invalid('', `must be multipart/form-data with a boundary (${(e as Error).message})`))
       return
     }
     ctx.onAborted(() => fail(null))
-    bb.on('error', (e: Error) => fail(new ApiError('VALIDATION_ERROR', `Malformed multipart/form-data body: ${e.message}`)))
+    bb.on('error', (e: Error) => fail(invalid('', `is not well-formed multipart/form-data (${e.message})`)))
     body.on('error', () => fail(null))
 
     let kind: UploadKind | undefined
@@ -180,7 +181,7 @@ function receive (ctx: RouteContext, contentType: string, tmp: string, spool: Sp
       spool.file = stream
       spool.out = createWriteStream(tmp)
       spool.writing = pipeline(stream, counter, spool.out).catch((e) => {
-        fail(e instanceof ApiError ? e : new ApiError('VALIDATION_ERROR', `Could not read the file part: ${(e as Error).message}`))
+        fail(e instanceof ApiError ? e : invalid('/file', `could not be read (${(e as Error).message})`))
       })
     })
     bb.on('filesLimit', () => fail(invalid('/file', 'must be sent once')))
@@ -195,7 +196,7 @@ function receive (ctx: RouteContext, contentType: string, tmp: string, spool: Sp
         if (filename === undefined) problems.push({ path: '/file', message: 'is required' })
         if (kind === undefined) problems.push({ path: '/kind', message: `is required (one of ${KINDS.join(', ')})` })
         if (problems.length) {
-          reject(new ApiError('VALIDATION_ERROR', `Missing ${problems.map(p => p.path.slice(1)).join(' and ')}`, { details: problems }))
+          reject(validationError(problems))
           return
         }
         resolve({ kind: kind!, filename: filename!, size })
@@ -206,14 +207,31 @@ function receive (ctx: RouteContext, contentType: string, tmp: string, spool: Sp
 }
 
 /**
+ * How much of a refused body is read and dropped after the answer. Ordinary HTTP clients
+ * (Node's http, curl) write the whole body before reading the answer: closing while they write
+ * gives them EPIPE instead of the 413. Past this many bytes the connection is cut anyway.
+ */
+const DRAIN_LIMIT = 2 * LARGEST_CAP
+
+/**
  * Answers while the body is still arriving (cap crossed, wrong type, bad form): stop parsing,
- * let the rest of the body be read and dropped rather than buffered, and ask uWS to close the
- * connection once the answer is out, so a client that keeps sending is cut off.
+ * answer at once, then keep reading and dropping the rest of the body (as the JSON-body path
+ * does) so the client reads the answer instead of a write error; a body that goes on past
+ * DRAIN_LIMIT gets its connection closed.
  */
 async function answerEarly (ctx: RouteContext, err: ApiError): Promise<Reply> {
   const body = ctx.bodyStream!
+  const res = ctx.res!
   body.unpipe()
-  body.on('data', () => {})
+  let dropped = 0
+  let cut = false
+  body.on('data', (chunk: Buffer) => {
+    dropped += chunk.length
+    if (dropped > DRAIN_LIMIT && !cut && !ctx.aborted()) {
+      cut = true
+      try { res.close() } catch {} // already gone: nothing to cut
+    }
+  })
   body.on('error', () => {})
   body.resume()
   // A socket paused for backpressure is resumed from the stream's read(), which runs on the
@@ -221,9 +239,9 @@ async function answerEarly (ctx: RouteContext, err: ApiError): Promise<Reply> {
   await new Promise(resolve => setImmediate(resolve))
   if (ctx.aborted()) return { status: -1 }
   const format = negotiate(ctx.headers.accept)
-  const headers: Record<string, string> = { ...ctx.baseHeaders(), 'Content-Type': CONTENT_TYPE[format] }
+  const headers: Record<string, string> = { ...ctx.baseHeaders(), 'Content-Type': CONTENT_TYPE[format], ...err.headers }
   if (format === 'toon') headers['X-TOON-Dict'] = 'none'
-  writeResponse(ctx.res!, err.status, headers, serialize(err.toJSON(), format, false), true)
+  writeResponse(res, err.status, headers, serialize(err.toJSON(), format, false), false)
   return { status: err.status }
 }
 
@@ -323,9 +341,11 @@ export const routes: Route[] = [
           required: ['file', 'kind'],
           properties: {
             kind: { type: 'string', enum: KINDS, description: 'image: .jpg .jpeg .png .webp .avif up to 10 MB; audio: .mp3 .wav .aac .m4a .mp4 .ogg up to 5 MB; video: .mp4 .mov .avi .webm .mpg .mpeg up to 50 MB' },
-            file: { type: 'string', format: 'binary', description: 'The file; its extension and its content must both match the kind' },
+            // OAS 3.1 spells a binary part with contentMediaType; format binary is the 3.0 spelling older generators read.
+            file: { type: 'string', format: 'binary', contentMediaType: 'application/octet-stream', description: 'The file; its extension and its content must both match the kind' },
           },
         },
+        encoding: { file: { contentType: 'image/*, audio/*, video/*, application/octet-stream' } },
       },
     },
     handler: upload,

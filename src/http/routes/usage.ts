@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { ApiError } from '../../errors.js'
+import { validationError } from '../../catalog/validate.js'
 import { MAX_ACTIVE_KEYS } from '../../db/keys.js'
 import { limitCounts, usageRows } from '../../db/usage.js'
 import { tierOf } from '../auth.js'
@@ -50,7 +51,7 @@ const Limits = Type.Object({
 })
 
 function invalid (path: string, message: string): ApiError {
-  return new ApiError('VALIDATION_ERROR', `Request query failed validation: ${path.slice(1)} ${message}`, { details: [{ path, message }] })
+  return validationError([{ path, message }], 'Query string')
 }
 
 const iso = (ms: number) => new Date(ms).toISOString().slice(0, 10)

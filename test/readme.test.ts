@@ -1,0 +1,52 @@
+// Issue 10: the README's first screen, run literally (its own shell blocks, with the base URL
+// pointed at a test server on the default free tier: 10 requests per minute), never meets a
+// 429 and ends with the first video completed.
+import t from 'tap'
+import { spawn } from 'node:child_process'
+import { mkdir, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { startServer } from './helpers/server.js'
+
+const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8')
+
+/** The first ```sh block after `marker`. */
+function blockAfter (marker: string): string {
+  const at = readme.indexOf(marker)
+  if (at < 0) throw new Error(`README has no ${JSON.stringify(marker)}`)
+  const m = /```sh\n([\s\S]*?)```/.exec(readme.slice(at))
+  if (!m) throw new Error(`no sh block after ${marker}`)
+  return m[1]
+}
+
+const s = await startServer(t, { SIM_SPEED: '20' })
+const statuses: number[] = []
+const metering = s.app.services.metering
+const record = metering.record.bind(metering)
+metering.record = (r) => { if (r.account_id !== null) statuses.push(r.status); return record(r) }
+
+t.test('the walk-through and the first video, as written, stay within the free tier', { timeout: 120_000 }, async (t) => {
+  const cwd = await mkdtemp(join(tmpdir(), 'gjt-readme-'))
+  t.teardown(() => rm(cwd, { recursive: true, force: true }))
+  await mkdir(join(cwd, 'data'))
+  await writeFile(join(cwd, 'data', 'admin-token'), s.app.adminToken + '\n')
+  const script = [blockAfter('a first walk-through'), blockAfter('## Your first video')].join('\n')
+  t.match(script, /sse\/jobs/, 'the first video is followed with SSE')
+  const run = script.replaceAll('http://localhost:8080', s.url)
+  // stderr to a file, as a terminal would take it (the README tees to /dev/stderr, which a socket pipe cannot open).
+  const errFile = join(cwd, 'stderr.txt')
+  const errFd = await open(errFile, 'w')
+  const out = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn('bash', ['-e', '-c', run], { cwd, stdio: ['ignore', 'pipe', errFd.fd] })
+    let stdout = ''
+    child.stdout!.on('data', (d) => { stdout += d })
+    child.on('exit', async (code) => { await errFd.close(); resolve({ code, stdout, stderr: await readFile(errFile, 'utf8') }) })
+  })
+  t.equal(out.code, 0, `the script ran (stderr: ${out.stderr.slice(0, 500)})`)
+  t.match(out.stdout, /event: done/, 'the stream ended with done')
+  t.match(out.stdout, /"status":"completed"/, 'the job completed')
+  t.notMatch(out.stdout + out.stderr, /RATE_LIMIT_EXCEEDED|"code":"[a-z_]*limit/i, 'no limit error in the output')
+  t.ok(statuses.length >= 5, `${statuses.length} requests on the account`)
+  t.notOk(statuses.includes(429), `no 429 among ${JSON.stringify(statuses)}`)
+  t.equal(s.config.tierLimits.free.rpm, 10, 'the default free tier (10 requests per minute)')
+})

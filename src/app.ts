@@ -7,7 +7,7 @@ import type { Logger } from 'pino'
 import { DeliveryPool } from './actors/delivery-pool.js'
 import { ShardPool } from './actors/shard-pool.js'
 import type { Config } from './config.js'
-import { connect, type Sql } from './db/connect.js'
+import { connect, containDriverFaults, DbHealth, type Sql } from './db/connect.js'
 import { startEmbedded, type EmbeddedDb } from './db/embedded.js'
 import { migrate } from './db/migrate.js'
 import { Authenticator } from './http/auth.js'
@@ -74,7 +74,10 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     databaseUrl = embedded.url
     log.info({ dataDir: config.dataDir }, 'embedded PostgreSQL started (set DATABASE_URL to use your own)')
   }
-  const sql: Sql = connect(databaseUrl, { max: 10 })
+  // A driver fault during a database outage must not take the process down (issue 15); only
+  // installed when nobody else (a test runner) handles uncaught exceptions already.
+  if (process.listenerCount('uncaughtException') === 0) containDriverFaults((msg, err) => log.error({ err }, msg))
+  const sql: Sql = connect(databaseUrl, { max: 10, stallMs: config.dbStallTimeoutMs })
   const applied = await migrate(sql)
   if (applied.length) log.info({ applied }, 'migrations applied')
 
@@ -129,8 +132,10 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const limiter = new RateLimiter()
   const metering = new Metering(sql, log, auth.lastUsed, config.meteringRetentionDays)
   const storage = await createStorage(config)
+  const probeSql = connect(databaseUrl, { max: 1, stallMs: config.dbStallTimeoutMs })
+  const dbHealth = new DbHealth(() => probeSql`SELECT 1`, 250, (up) => log.warn(up ? 'database reachable again' : 'database unreachable'))
   const providers = await Providers.load(config, storage, config.shards)
-  const services: Services = { providers, config, sql, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, bus, redisLimiter: bus ? new RedisRateLimiter(bus.pub, config.redisPrefix) : null, nodeId, tickets: new Tickets(jwtSecret), metrics, version: await readVersion() }
+  const services: Services = { providers, config, sql, dbHealth, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, bus, redisLimiter: bus ? new RedisRateLimiter(bus.pub, config.redisPrefix) : null, nodeId, tickets: new Tickets(jwtSecret), metrics, version: await readVersion() }
   const delivery = new DeliveryPool({ databaseUrl, config, version: services.version, onLog: (level, msg) => log[level](msg) }) // webhooks (DESIGN.md 2)
   await delivery.ready()
   metrics.setSources({ sql, sseOpen: () => sse.size, workerStats: async () => { const [s, d] = await Promise.all([shards.stats(), delivery.stats()]); return [...s, ...d] } })
@@ -161,6 +166,8 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
       await sweeper.stop()
       storage.close?.()
       await delivery.close()
+      dbHealth.close()
+      await probeSql.end({ timeout: 1 })
       await sql.end({ timeout: 5 })
       if (embedded) await embedded.stop()
     })()),

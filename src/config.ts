@@ -54,6 +54,10 @@ export interface Config {
   storageDriver: 'local' | 's3'
   /** S3 settings, used when storageDriver is `s3`. */
   s3: S3Config
+  /** DB_STALL_TIMEOUT_MS: a PostgreSQL connection owing an answer and silent this long is cut (503s instead of hangs); 0 = off. */
+  dbStallTimeoutMs: number
+  /** JOB_CACHE_MB: memory budget of the job read cache (src/jobs/cache.ts). */
+  jobCacheMb: number
 }
 
 /**
@@ -138,6 +142,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, overrides: Par
     tierLimits: parseTierLimits(env.TIER_LIMITS),
     sseHeartbeatMs: int('SSE_HEARTBEAT_MS', env.SSE_HEARTBEAT_MS, 15000, 10),
     submitTimeoutMs: int('SUBMIT_TIMEOUT_MS', env.SUBMIT_TIMEOUT_MS, 15000, 1),
+    dbStallTimeoutMs: int('DB_STALL_TIMEOUT_MS', env.DB_STALL_TIMEOUT_MS, 3000, 0),
+    jobCacheMb: int('JOB_CACHE_MB', env.JOB_CACHE_MB, 256, 1),
     meteringRetentionDays: int('METERING_RETENTION_DAYS', env.METERING_RETENTION_DAYS, 30, 1),
     providersFile: env.PROVIDERS_FILE || undefined,
     providerEnv: providerEnv(env),

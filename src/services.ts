@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import type { Config } from './config.js'
-import type { Sql } from './db/connect.js'
+import type { DbHealth, Sql } from './db/connect.js'
 import type { ShardPool } from './actors/shard-pool.js'
 import type { Authenticator } from './http/auth.js'
 import type { RateLimiter } from './http/rate-limit.js'
@@ -20,6 +20,8 @@ export interface Services {
   config: Config
   /** The main thread's pool (reads, key management, operator writes that bypass actors). */
   sql: Sql
+  /** Whether PostgreSQL answers, as this thread sees it (issue 15): bounds request waits during an outage. */
+  dbHealth: DbHealth
   shards: ShardPool
   auth: Authenticator
   passwords: Passwords

@@ -1,6 +1,6 @@
 import { ApiError } from '../errors.js'
 import { applyCredit, loadAccountView, recordPurchase } from '../db/accounts.js'
-import type { Sql } from '../db/connect.js'
+import { dbUnavailable, isDbUnavailable, type Sql } from '../db/connect.js'
 import {
   activeCountsByKey, chargeAndInsertJob, findBatch, LEASE_MS, findJobByIdempotencyKey, finishJob, getJob, insertBatch, insertImage,
   insertVideo, setFreeVideosUsed, updateJobProgress, videoIdOfJob,
@@ -70,6 +70,8 @@ export class AccountActor implements JobHost {
   private readonly batchIdem = new Map<string, Promise<BatchView>>()
   readonly jobs = new Map<string, JobActor>()
   private violations = 0
+  /** A commit's outcome is unknown (database lost mid-commit): reload from the tables first. */
+  private stale = false
 
   constructor (readonly id: number, private readonly deps: ActorDeps) {}
 
@@ -78,6 +80,7 @@ export class AccountActor implements JobHost {
   log (msg: string, extra?: Record<string, unknown>): void { this.deps.log('warn', msg, { account: this.id, ...extra }) }
 
   private async load (): Promise<AccountView> {
+    if (this.state && this.stale) { await this.refresh(); this.stale = false }
     if (this.state) return this.state
     const [v, counts] = await Promise.all([loadAccountView(this.deps.sql, this.id), activeCountsByKey(this.deps.sql, this.id)])
     if (!v) throw new ApiError('USER_NOT_FOUND', 'Account does not exist')
@@ -421,6 +424,13 @@ export class AccountActor implements JobHost {
         // Another node spent the balance: refresh it from the database.
         await this.reload().catch(() => {})
         throw err
+      }
+      if (isDbUnavailable(err)) {
+        // Issue 15: the database went away mid-commit, so the outcome is unknown (COMMIT may
+        // have landed). Reload balance and counts from the tables at next use; a retry with the
+        // same Idempotency-Key finds the job if it was committed.
+        this.stale = true
+        throw dbUnavailable('The database is unreachable; the job may not have been recorded. Retry with the same Idempotency-Key')
       }
       this.deps.log('error', 'job commit failed', { account: this.id, err: String(err) })
       throw new ApiError('INTERNAL_ERROR', 'The job could not be recorded; nothing was charged. Safe to retry with the same Idempotency-Key')

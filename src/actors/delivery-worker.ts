@@ -3,7 +3,7 @@ import type { Logger } from 'pino'
 import { createLogger } from '../log.js'
 import { Agent, request } from 'undici'
 import type { Config } from '../config.js'
-import { connect, type Sql } from '../db/connect.js'
+import { connect, containDriverFaults, type Sql } from '../db/connect.js'
 import { claimDueDeliveries, disableDelivery, recordAttempt, recordAttempts, releaseClaims, type AttemptRecord, type ClaimedDelivery } from '../db/webhooks.js'
 import {
   basicAuthOf, CLAIM_LEASE_S, DELIVERY_TIMEOUT_MS, checkDestination, deliveryHeaders, describeError, guardedConnector,
@@ -309,7 +309,8 @@ async function readSnippet (body: AsyncIterable<Buffer> & { destroy?: () => void
 const init = workerData as DeliveryInit
 const config = init.config
 const log = createLogger(config.logLevel, { base: { worker: 'delivery' }, secrets: [config.adminToken ?? '', config.jwtSecret ?? '', config.metricsToken ?? ''] })
-const sql = connect(init.databaseUrl, { max: 3 })
+containDriverFaults((msg, err) => log.error({ err }, msg)) // issue 15: an outage never kills the worker
+const sql = connect(init.databaseUrl, { max: 3, stallMs: init.config.dbStallTimeoutMs })
 const agent = new Agent({
   connect: guardedConnector({ allowlist: config.webhookAllowlist, timeoutMs: DELIVERY_TIMEOUT_MS }),
   headersTimeout: DELIVERY_TIMEOUT_MS,

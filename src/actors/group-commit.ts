@@ -1,4 +1,4 @@
-import type { Sql, Tx } from '../db/connect.js'
+import { isDbUnavailable, type Sql, type Tx } from '../db/connect.js'
 import { observeCommit } from '../worker-stats.js'
 /** A unit of durable work: the SQL of one mutation, run inside a shared transaction. */
 export type Work<T> = (tx: Tx) => Promise<T>
@@ -58,7 +58,8 @@ export class GroupCommit {
         return settled.map(r => (r as PromiseFulfilledResult<unknown>).value)
       }) as unknown[]
     } catch (err) {
-      if (batch.length === 1) { batch[0].reject(err); return }
+      // The database is away (issue 15): retrying item by item would only wait again per item.
+      if (batch.length === 1 || isDbUnavailable(err)) { for (const i of batch) i.reject(err); return }
       this.stats.fallbacks++
       for (const item of batch) {
         try {

@@ -1,7 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { createLogger } from '../log.js'
 import { ApiError } from '../errors.js'
-import { connect } from '../db/connect.js'
+import { connect, containDriverFaults, DbHealth, dbUnavailable, isDbUnavailable } from '../db/connect.js'
 import { claimJobs, LEASE_MS, renewLeases } from '../db/jobs.js'
 import { Providers } from '../providers/registry.js'
 import { createStorage } from '../storage/index.js'
@@ -19,7 +19,14 @@ import type { Envelope, ShardInit, ShardMsg } from './protocol.js'
 const init = workerData as ShardInit
 const config = init.config
 const log = createLogger(config.logLevel, { base: { shard: init.shard }, secrets: [config.adminToken ?? '', config.jwtSecret ?? '', config.metricsToken ?? ''] })
-const sql = connect(init.databaseUrl, { max: 4 })
+// Issue 15: a database outage is an expected event. A fault the driver throws from its own
+// timers is contained (this shard and its actors live on); a stalled connection is cut.
+containDriverFaults((msg, err) => log.error({ err }, msg))
+const sql = connect(init.databaseUrl, { max: 4, stallMs: config.dbStallTimeoutMs })
+// Callers wait a bounded time: once the database is known to be away, every pending and new
+// message is answered 503 (its work runs on and settles when the database does).
+const probeSql = connect(init.databaseUrl, { max: 1, stallMs: config.dbStallTimeoutMs })
+const health = new DbHealth(() => probeSql`SELECT 1`, 250, (up) => log.warn(up ? 'database reachable again' : 'database unreachable'))
 const commit = new GroupCommit(sql)
 const accounts = new Map<number, AccountActor>()
 const port = new BatchedPort(parentPort!)
@@ -67,12 +74,15 @@ async function handle (msg: ShardMsg): Promise<unknown> {
 
 function dispatch (env: Envelope): void {
   let p: Promise<unknown>
-  try { p = handle(env.msg) } catch (e) { p = Promise.reject(e) }
+  try { p = health.guard(handle(env.msg)) } catch (e) { p = Promise.reject(e) }
   p.then(
     (value) => port.reply({ id: env.id, ok: true, value }),
     (err: unknown) => {
       if (err instanceof ApiError) {
         port.reply({ id: env.id, ok: false, code: err.code, message: err.message, extra: err.extra as Record<string, unknown> | undefined })
+      } else if (isDbUnavailable(err)) {
+        const e = dbUnavailable()
+        port.reply({ id: env.id, ok: false, code: e.code, message: e.message, extra: e.extra })
       } else {
         log.error({ err, type: env.msg.type }, 'shard handler failed')
         port.reply({ id: env.id, ok: false, code: 'INTERNAL_ERROR', message: 'Internal error; safe to retry with the same Idempotency-Key' })
@@ -93,13 +103,22 @@ async function claim (reclaimOwn: boolean): Promise<void> {
   for (const row of rows) account(row.account_id).resume(row)
   if (rows.length) log.info({ jobs: rows.length }, 'resumed unfinished jobs')
 }
-await claim(true)
+// The startup claim retries with backoff while the database is away (issue 15): a shard that
+// restarts during an outage waits for it instead of dying in a crash loop.
+for (let attempt = 0; ; attempt++) {
+  try { await claim(true); break } catch (err) {
+    health.report(err)
+    const ms = Math.min(5000, 100 * 2 ** attempt)
+    log.warn({ err: String(err), retryInMs: ms }, 'startup claim failed; retrying')
+    await new Promise(resolve => setTimeout(resolve, ms))
+  }
+}
 const leaseTimer = setInterval(() => {
   const ids: string[] = []
   for (const a of accounts.values()) for (const id of a.jobs.keys()) ids.push(id)
   renewLeases(sql, init.nodeId, ids)
     .then(() => claim(false))
-    .catch((err) => log.warn({ err: String(err) }, 'lease renewal failed'))
+    .catch((err) => { health.report(err); log.warn({ err: String(err) }, 'lease renewal failed') })
 }, LEASE_MS / 3)
 leaseTimer.unref()
 

@@ -1,4 +1,6 @@
+import { connect as netConnect, type Socket } from 'node:net'
 import postgres from 'postgres'
+import { ApiError } from '../errors.js'
 
 export type Sql = postgres.Sql<Record<string, never>>
 /** A transaction handle (inside `sql.begin`). */
@@ -6,18 +8,263 @@ export type Tx = postgres.TransactionSql<Record<string, never>>
 /** Either: query functions take this so they run inside or outside a transaction. */
 export type Q = Sql | Tx
 
+/** Default for DB_STALL_TIMEOUT_MS (docs/decisions.md "Database outage"). */
+export const DB_STALL_TIMEOUT_MS = 3000
+
+export interface ConnectOptions {
+  max?: number
+  /**
+   * A connection waiting for an answer that receives nothing for this long is destroyed, so
+   * its queries fail (and are answered 503) instead of hanging on a dead network path.
+   * 0 disables the watchdog.
+   */
+  stallMs?: number
+}
+
 /**
  * One postgres.js pool. bigint columns come back as numbers: credit balances and ids stay far
- * below 2^53. Notices are silenced (migrations emit them).
+ * below 2^53. Notices are silenced (migrations emit them). Every connection carries a stall
+ * watchdog (issue 15: a black-holed database must not hang requests).
  */
-export function connect (url: string, opts: { max?: number } = {}): Sql {
+export function connect (url: string, opts: ConnectOptions = {}): Sql {
+  const stallMs = opts.stallMs ?? DB_STALL_TIMEOUT_MS
+  // The watchdog reads the PostgreSQL framing, which TLS hides: it is off for TLS URLs.
+  const tls = /[?&](sslmode|ssl)=(?!disable)/i.test(url)
   return postgres(url, {
     max: opts.max ?? 10,
     onnotice: () => {},
     idle_timeout: 30,
-    connect_timeout: 5,
+    connect_timeout: Math.max(1, Math.ceil((stallMs || 5000) / 1000)),
+    // Reconnect quickly once the database is back (the default backoff grows to 20 s during an
+    // outage, which delayed recovery by as much): 50 ms doubling, at most 1 s.
+    backoff: (attempts: number) => Math.min(1, 0.05 * 2 ** attempts),
+    ...(stallMs > 0 && !tls ? { socket: (o: { host: string[]; port: number[]; path?: string | false }) => watchedSocket(o, stallMs) } : {}),
     types: {
       bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
     },
-  }) as unknown as Sql
+  } as unknown as postgres.Options<Record<string, never>>) as unknown as Sql
+}
+
+/**
+ * A TCP socket to PostgreSQL that is destroyed when an answer is owed and no byte arrives for
+ * `stallMs`. It counts what is owed from the protocol itself: every Sync ('S') or simple
+ * Query ('Q') the client sends, and the startup, is answered by exactly one ReadyForQuery
+ * ('Z'). An idle pooled connection, or a LISTEN connection, owes nothing and is never cut.
+ */
+function watchedSocket (o: { host: string[]; port: number[]; path?: string | false }, stallMs: number): Socket {
+  const socket = o.path ? netConnect(o.path) : netConnect(o.port[0] ?? 5432, o.host[0] ?? '127.0.0.1')
+  let owed = 1 // the startup exchange ends with ReadyForQuery
+  let timer: NodeJS.Timeout | null = null
+  const arm = () => {
+    if (timer) clearTimeout(timer)
+    timer = owed > 0 ? setTimeout(stalled, stallMs) : null
+  }
+  const stalled = () => {
+    timer = null
+    const err = Object.assign(new Error(`PostgreSQL did not answer for ${stallMs} ms`), { code: 'DB_STALLED' })
+    // The driver may already have let go of this socket (and of its listeners).
+    if (socket.listenerCount('error') === 0) socket.on('error', () => {})
+    socket.destroy(err)
+    for (const h of healths) h.markDown() // callers stop waiting now, not when the driver gives up
+
+  }
+  // Outgoing: the first message (startup) has no type byte; every later one is type + int32 length.
+  let first = true
+  const out = new FrameScanner((type) => { if (type === 0x53 || type === 0x51) owed++ })
+  const write = socket.write.bind(socket) as (...a: unknown[]) => boolean
+  socket.write = ((chunk: unknown, ...rest: unknown[]) => {
+    const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk as Buffer
+    if (first) {
+      first = false
+      // SSLRequest / startup / cancel: length-prefixed, no type byte.
+      const len = buf.length >= 4 ? buf.readInt32BE(0) : buf.length
+      if (buf.length > len) out.push(buf.subarray(len))
+    } else out.push(buf)
+    if (timer === null) arm()
+    return write(chunk, ...rest)
+  }) as typeof socket.write
+  // Incoming: progress re-arms the timer; each ReadyForQuery settles one owed answer.
+  const inc = new FrameScanner((type) => { if (type === 0x5a) owed = Math.max(0, owed - 1) })
+  socket.on('data', (chunk: Buffer) => { inc.push(chunk); arm() })
+  socket.on('close', () => { if (timer) clearTimeout(timer); timer = null })
+  return socket
+}
+
+/** Walks PostgreSQL message frames (1 type byte + int32 length) across chunk boundaries. */
+class FrameScanner {
+  /** Bytes of the current message body still to skip. */
+  private skip = 0
+  private header = Buffer.alloc(5)
+  private have = 0
+  constructor (private readonly onType: (type: number) => void) {}
+
+  push (buf: Buffer): void {
+    let i = 0
+    while (i < buf.length) {
+      if (this.skip > 0) {
+        const n = Math.min(this.skip, buf.length - i)
+        this.skip -= n
+        i += n
+        continue
+      }
+      this.header[this.have++] = buf[i++]
+      if (this.have === 5) {
+        this.have = 0
+        this.onType(this.header[0])
+        this.skip = Math.max(0, this.header.readInt32BE(1) - 4)
+      }
+    }
+  }
+}
+
+const dbErrors = new WeakSet<object>()
+
+/** The 503 SERVICE_UNAVAILABLE (Retry-After 1 s) answered when PostgreSQL is unreachable. */
+export function dbUnavailable (message = 'The database is unreachable; retry shortly (with the same Idempotency-Key for creations)'): ApiError {
+  const e = new ApiError('SERVICE_UNAVAILABLE', message, { retry_after: 1 })
+  dbErrors.add(e)
+  return e
+}
+
+const UNAVAILABLE_CODES = new Set([
+  'DB_STALLED', 'CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'CONNECT_TIMEOUT',
+  'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN',
+  // SQLSTATE: admin/crash shutdown, cannot connect now, too many connections, connection exceptions.
+  '57P01', '57P02', '57P03', '53300',
+])
+
+/**
+ * True when `err` means "PostgreSQL is unreachable or going away" (rather than a bad query):
+ * such failures are answered 503 SERVICE_UNAVAILABLE with Retry-After and retried later.
+ */
+export function isDbUnavailable (err: unknown): boolean {
+  if (!err || typeof err !== 'object') return false
+  if (dbErrors.has(err)) return true
+  const code = (err as { code?: unknown }).code
+  if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true
+  return isDriverFault(err)
+}
+
+/**
+ * postgres.js 3.4 can throw from a timer on a connection whose socket is already gone
+ * (`TypeError: Cannot read properties of null (reading 'write')` in connection.js, issue 15):
+ * a driver fault during an outage, not a bug of ours.
+ */
+export function isDriverFault (err: unknown): boolean {
+  if (!(err instanceof TypeError)) return false
+  const stack = err.stack ?? ''
+  return /node_modules[\\/]postgres[\\/]/.test(stack) && /reading '(write|end|destroy|removeListener|setKeepAlive|once)'/.test(err.message)
+}
+
+let contained = false
+
+/**
+ * Installs, once per thread, the last line of defence for a database outage: an exception the
+ * driver throws from its own timers is logged and the thread carries on (its actors and
+ * their state survive); any other uncaught exception still ends the thread as before.
+ */
+export function containDriverFaults (log: (msg: string, err: unknown) => void): void {
+  if (contained) return
+  contained = true
+  process.on('uncaughtException', (err) => {
+    if (isDriverFault(err)) { log('postgres.js fault during a database outage contained', err); return }
+    process.stderr.write(`uncaught exception: ${err?.stack ?? err}\n`)
+    process.exit(1)
+  })
+}
+
+/** Every DbHealth of this thread: a stalled connection turns them all down at once. */
+const healths = new Set<DbHealth>()
+
+/**
+ * Whether PostgreSQL is reachable, as seen by one thread (issue 15, docs/decisions.md
+ * "Database outage"). It turns "down" when an operation fails for lack of the database
+ * (refused, reset, stalled); while down it probes `SELECT 1` on a connection of its own and
+ * turns "up" at the first answer. `guard` bounds a caller's wait: an operation still pending
+ * when the database is (or goes) down is answered 503 SERVICE_UNAVAILABLE with Retry-After
+ * at once; the operation itself runs on and completes or fails when the database decides,
+ * so in-memory state never disagrees with what was committed.
+ */
+export class DbHealth {
+  private down = false
+  private readonly listeners = new Set<() => void>()
+  private probeTimer: NodeJS.Timeout | null = null
+  private probing: Promise<unknown> | null = null
+  private closed = false
+  /** Outages seen (up -> down transitions) and the time of the last recovery. */
+  readonly stats = { outages: 0, recoveredAt: 0 }
+
+  constructor (private readonly probe: () => Promise<unknown>, private readonly probeEveryMs = 250, private readonly onChange?: (up: boolean) => void) {
+    healths.add(this)
+  }
+
+  get isDown (): boolean { return this.down }
+
+  /** Feeds an operation's failure: a database-unavailable error turns the state down. */
+  report (err: unknown): void { if (isDbUnavailable(err)) this.markDown() }
+
+  markDown (): void {
+    if (this.down || this.closed) return
+    this.down = true
+    this.stats.outages++
+    this.onChange?.(false)
+    for (const l of [...this.listeners]) l()
+    this.schedule(0)
+  }
+
+  private schedule (ms: number): void {
+    if (this.closed) return
+    this.probeTimer = setTimeout(() => { this.tick().catch(() => {}) }, ms)
+    this.probeTimer.unref()
+  }
+
+  private async tick (): Promise<void> {
+    // One probe at a time: a probe hung on a dead path is waited for, not stacked.
+    this.probing ??= this.probe().finally(() => { this.probing = null })
+    let timer: NodeJS.Timeout | undefined
+    try {
+      await Promise.race([this.probing, new Promise((_resolve, reject) => { timer = setTimeout(() => reject(new Error('probe timeout')), 1000) })])
+      this.down = false
+      this.stats.recoveredAt = Date.now()
+      this.onChange?.(true)
+      return
+    } catch {} finally { clearTimeout(timer) }
+    this.schedule(this.probeEveryMs)
+  }
+
+  /**
+   * `p`, unless the database is or goes down while it is pending: then a 503 after `graceMs`
+   * (work that needs no database, such as a cached read, finishes inside the grace).
+   */
+  guard<T> (p: Promise<T>, graceMs = 25): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined
+      let settled = false
+      const onDown = () => {
+        timer ??= setTimeout(() => {
+          if (settled) return
+          settled = true
+          this.listeners.delete(onDown)
+          reject(dbUnavailable())
+        }, graceMs)
+      }
+      if (this.down) onDown(); else this.listeners.add(onDown)
+      p.then((v) => {
+        this.listeners.delete(onDown)
+        clearTimeout(timer)
+        if (!settled) { settled = true; resolve(v) }
+      }, (err: unknown) => {
+        this.listeners.delete(onDown)
+        clearTimeout(timer)
+        this.report(err)
+        if (!settled) { settled = true; reject(err) }
+      })
+    })
+  }
+
+  close (): void {
+    healths.delete(this)
+    this.closed = true
+    if (this.probeTimer) clearTimeout(this.probeTimer)
+  }
 }

@@ -2,6 +2,7 @@ import uWS, { type HttpRequest, type HttpResponse, type TemplatedApp } from 'uWe
 import { Readable } from 'node:stream'
 import type { ValidateFunction } from 'ajv'
 import { ApiError } from '../errors.js'
+import { dbUnavailable, isDbUnavailable } from '../db/connect.js'
 import type { Services } from '../services.js'
 import { JSON_BODY_LIMIT, parseJson, readBody } from './body.js'
 import { CONTENT_TYPE, negotiate, serialize, writeResponse, type Format } from './respond.js'
@@ -28,6 +29,8 @@ function streamBody (res: HttpResponse): Readable {
   return stream
 }
 
+/** Retry-After (seconds) on every 500 and 503 without a more specific one. */
+const RETRY_AFTER_5XX_S = 1
 const BODY_METHODS = new Set(['POST', 'PATCH', 'PUT'])
 const REQUEST_ID_RE = /^[A-Za-z0-9._-]{1,128}$/
 let idCounter = 0
@@ -331,8 +334,13 @@ export class HttpServer {
     const route = c.route
     let raw: Buffer | undefined
     if (body !== undefined) raw = await body
+    // Issue 15: while PostgreSQL is away a request waits a bounded time, then 503 (streaming
+    // routes and /health answer for themselves).
+    const guarded = route.rawBody !== true && route.path !== '/v1/health'
+    const health = this.services.dbHealth
     if (route.auth !== 'public') {
-      const caller = await this.services.auth.authenticate(route, ctx.headers, ctx.query)
+      const authenticating = this.services.auth.authenticate(route, ctx.headers, ctx.query)
+      const caller = guarded ? await health.guard(authenticating) : await authenticating
       ex.caller = caller
       ctx.caller = caller
       await this.rateLimit(ex, caller)
@@ -347,7 +355,7 @@ export class HttpServer {
       check(c.query, q, 'query')
       ctx.query = new URLSearchParams(Object.entries(q).map(([k, v]) => [k, String(v)]))
     }
-    const reply = await route.handler(ctx)
+    const reply = guarded ? await health.guard(Promise.resolve(route.handler(ctx))) : await route.handler(ctx)
     this.send(ex, reply, ctx)
   }
 
@@ -414,7 +422,11 @@ export class HttpServer {
   private fail (ex: Exchange, err: unknown, method: string, endpoint: string, closeConnection = false, ctx?: RouteContext): void {
     let e: ApiError
     if (err instanceof ApiError) e = err
-    else {
+    else if (isDbUnavailable(err)) {
+      // Issue 15: PostgreSQL away is an expected event, answered 503 with Retry-After.
+      this.services.log.warn({ err: String(err), reqId: ex.requestId }, 'database unavailable')
+      e = dbUnavailable()
+    } else {
       this.services.log.error({ err, reqId: ex.requestId }, 'unhandled error')
       e = new ApiError('INTERNAL_ERROR')
     }
@@ -427,6 +439,8 @@ export class HttpServer {
     if (e.status === 429) this.services.metrics.refused(e.code) // GET /metrics
     const headers = this.baseHeaders(ex)
     if (e.headers) Object.assign(headers, e.headers)
+    // SPEC.md 7: a 500 or 503 is safe to retry; say when (docs/decisions.md "Database outage").
+    if ((e.status === 500 || e.status === 503) && headers['Retry-After'] === undefined) headers['Retry-After'] = String(RETRY_AFTER_5XX_S)
     headers['Content-Type'] = CONTENT_TYPE[ex.format]
     if (ex.format === 'toon') headers['X-TOON-Dict'] = 'none'
     if (!ex.aborted) writeResponse(ex.res, e.status, headers, serialize(e.toJSON(), ex.format, false), closeConnection, ctx?.method === 'HEAD')

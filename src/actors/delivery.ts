@@ -273,17 +273,26 @@ export function connectedAddressError (socket: { remoteAddress?: string }, host:
   return socket.remoteAddress ? addressError(socket.remoteAddress, host) : 'refused: could not read the connected address'
 }
 
+/** How long a webhook URL's host name may take to resolve at registration (docs/decisions.md "Webhook URL policy"). */
+export const REGISTRATION_DNS_TIMEOUT_MS = 2000
+
 /**
- * Registration-time resolution (DESIGN.md 7 "URL checks"): every address must be public where
- * DNS answers. A name that does not resolve (or does not answer within `timeoutMs`) is
- * `unresolved` and accepted; the delivery-time check on the connected address is the guard.
+ * Registration-time resolution (DESIGN.md 7 "URL checks", issue 15 point 7): every address must
+ * be public where DNS answers. A name DNS says does not exist (ENOTFOUND / ENODATA) is
+ * `unresolved`, accepted then, and the delivery-time check on the connected address guards it.
+ * A resolver that does not answer within `timeoutMs`, or answers "try again", is `timeout`: the
+ * name is NOT accepted on a slow answer (the caller answers 503 with Retry-After).
  */
-export async function resolveForRegistration (hostname: string, lookupAll: LookupAll = systemLookupAll, timeoutMs = 3000): Promise<'public' | 'non-public' | 'unresolved'> {
+export async function resolveForRegistration (hostname: string, lookupAll: LookupAll = systemLookupAll, timeoutMs = REGISTRATION_DNS_TIMEOUT_MS): Promise<'public' | 'non-public' | 'unresolved' | 'timeout'> {
   let timer: NodeJS.Timeout | undefined
-  const timedOut = new Promise<null>(resolve => { timer = setTimeout(() => resolve(null), timeoutMs) })
+  const timedOut = new Promise<'timeout'>(resolve => { timer = setTimeout(() => resolve('timeout'), timeoutMs) })
   try {
-    const all = await Promise.race([lookupAll(hostname).catch(() => null), timedOut])
-    if (all === null || all.length === 0) return 'unresolved'
+    const all = await Promise.race([
+      lookupAll(hostname).catch((err: { code?: string }) => err?.code === 'ENOTFOUND' || err?.code === 'ENODATA' ? [] : 'timeout' as const),
+      timedOut,
+    ])
+    if (all === 'timeout') return 'timeout'
+    if (all.length === 0) return 'unresolved'
     return all.every(a => isPublicIpLiteral(a.address)) ? 'public' : 'non-public'
   } finally {
     clearTimeout(timer)

@@ -152,13 +152,13 @@ t.test('guardedLookup refuses a name when ANY resolved address is non-public', a
   t.equal(missing.err?.code, 'ENOTFOUND')
 })
 
-t.test('registration-time resolution: non-public, public, or unresolved (accepted)', async t => {
+t.test('registration-time resolution: non-public, public, unresolved (accepted) or timeout', async t => {
   const l = fixed({ 'loop.test': ['127.0.0.1'], 'pub.test': ['93.184.216.34'], 'half.test': ['93.184.216.34', '192.168.0.2'] })
   t.equal(await resolveForRegistration('loop.test', l), 'non-public')
   t.equal(await resolveForRegistration('half.test', l), 'non-public')
   t.equal(await resolveForRegistration('pub.test', l), 'public')
   t.equal(await resolveForRegistration('nx.test', l), 'unresolved')
-  t.equal(await resolveForRegistration('slow.test', () => new Promise(() => {}), 50), 'unresolved', 'a resolver that does not answer is treated as unresolved')
+  t.equal(await resolveForRegistration('slow.test', () => new Promise(() => {}), 50), 'timeout', 'a resolver that does not answer is not "unresolved" (issue 15: never accepted on a slow answer)')
 })
 
 t.test('the guarded undici connector: rebinding names and private literals never get a connection; allowlisted hosts do', async t => {

@@ -14,6 +14,7 @@ import type { BatchItemView, JobCaller, JobSpec } from '../../actors/protocol.js
 import { PRICING_URL } from '../../actors/account-actor.js'
 import type { Route, RouteContext } from '../route.js'
 import { ErrorEnvelope } from '../openapi.js'
+import { checkWebhookDestination } from './webhooks.js'
 
 const IDEMPOTENCY_HEADER = {
   name: 'Idempotency-Key',
@@ -91,6 +92,8 @@ async function specFor (ctx: RouteContext, n: NormalizedRequest, o: { screen: bo
   // Every delivery is signed (SPEC.md 6.1): a per-job webhook_url sent without a secret gets
   // one generated, returned once in the 201 as `webhook_secret`.
   if (n.webhook_url !== null && n.webhook_secret === null) n.webhook_secret = randomBytes(32).toString('hex')
+  // One URL policy for every webhook URL (issue 15 point 7): the same checks as POST /webhooks.
+  if (n.webhook_url !== null) await checkWebhookDestination(n.webhook_url, ctx.services.config.webhookAllowlist, 'webhook_url')
   const spec = n.kind === 'extend' ? specOf(n, await extendSource(ctx, n.job_id)) : specOf(n)
   if (o.screen) await screen(ctx, spec)
   return spec

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { Type, type Static } from '@sinclair/typebox'
 import { ApiError } from '../../errors.js'
 import { checkWebhookUrl, classifyHost, isAllowlistedHost, MAX_URL_LENGTH } from '../../catalog/url.js'
-import { resolveForRegistration } from '../../actors/delivery.js'
+import { REGISTRATION_DNS_TIMEOUT_MS, resolveForRegistration, type LookupAll } from '../../actors/delivery.js'
 import { deleteWebhook, getWebhook, insertWebhook, listDeliveries, listWebhooks, MAX_ACTIVE_WEBHOOKS, type WebhookRow } from '../../db/webhooks.js'
 import type { Route } from '../route.js'
 import { intParam } from '../validate.js'
@@ -61,17 +61,27 @@ function viewOf (w: WebhookRow): Static<typeof WebhookView> {
 }
 
 /**
- * Registration URL rules (SPEC.md 4.12, DESIGN.md 7 "URL checks"): https, not localhost nor a
- * non-public IP literal, and a name whose DNS answer contains any non-public address is refused;
- * a name that does not resolve is accepted (the delivery-time check on the connected address is
- * the real guard). An allowlisted host[:port] skips all of it. 422 UNSUPPORTED_OPTION, param url.
+ * The one URL policy for every webhook URL (issue 15 point 7): POST /webhooks `url` and the
+ * per-job `webhook_url` of every creation route get exactly these checks. https, not localhost
+ * nor a non-public IP literal (422 UNSUPPORTED_OPTION naming `param`); a name is resolved (as
+ * the delivery connector resolves it, /etc/hosts included) and refused with 422 if any address
+ * is non-public; a name DNS says does not exist is accepted (DESIGN.md 7: the delivery-time
+ * check on the connected address is the real guard); a resolver that does not answer within
+ * 2 s gives 503 SERVICE_UNAVAILABLE with Retry-After, never an acceptance. An allowlisted
+ * host[:port] skips all of it.
  */
-async function checkRegistrationUrl (value: string, allowlist: readonly string[]): Promise<void> {
-  checkWebhookUrl(value, { webhookAllowlist: allowlist }, 'url')
+export async function checkWebhookDestination (value: string, allowlist: readonly string[], param: string, lookupAll?: LookupAll): Promise<void> {
+  checkWebhookUrl(value, { webhookAllowlist: allowlist }, param)
   const url = new URL(value)
   if (isAllowlistedHost(url, allowlist) || classifyHost(url.hostname) !== 'name') return
-  if (await resolveForRegistration(url.hostname) === 'non-public') {
-    throw new ApiError('UNSUPPORTED_OPTION', 'url must be publicly routable: its host resolves to a non-public address', { param: 'url' })
+  const r = await resolveForRegistration(url.hostname, lookupAll)
+  if (r === 'non-public') {
+    throw new ApiError('UNSUPPORTED_OPTION', `${param} must be publicly routable: its host resolves to a non-public address`, { param })
+  }
+  if (r === 'timeout') {
+    const e = new ApiError('SERVICE_UNAVAILABLE', `${param}: the host name ${url.hostname} could not be checked (DNS did not answer within ${REGISTRATION_DNS_TIMEOUT_MS / 1000} s); nothing was created, retry shortly`, { param, retry_after: 2 })
+    e.headers = { 'Retry-After': '2' }
+    throw e
   }
 }
 
@@ -88,7 +98,7 @@ export const routes: Route[] = [
     schema: { body: CreateWebhook, response: { 201: WebhookWithSecret } },
     async handler (ctx) {
       const b = ctx.body as Static<typeof CreateWebhook>
-      await checkRegistrationUrl(b.url, ctx.services.config.webhookAllowlist)
+      await checkWebhookDestination(b.url, ctx.services.config.webhookAllowlist, 'url')
       const secret = b.secret ?? randomBytes(32).toString('hex')
       const row = await insertWebhook(ctx.services.sql, { accountId: ctx.caller!.accountId, url: b.url, secret, events: b.events })
       if (row === null) throw new ApiError('WEBHOOK_LIMIT_REACHED', `An account can have at most ${MAX_ACTIVE_WEBHOOKS} active webhooks; delete one first`)

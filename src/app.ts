@@ -24,6 +24,7 @@ import { SseHub } from './http/sse.js'
 import { Tickets } from './http/tickets.js'
 import { RedisBus } from './redis.js'
 import { RedisRateLimiter } from './http/rate-limit-redis.js'
+import { MemoryLoginThrottle, RedisLoginThrottle } from './http/login-throttle.js'
 import { createStorage } from './storage/index.js'
 import { UploadSweeper } from './storage/sweeper.js'
 import { Metrics } from './metrics.js'
@@ -135,7 +136,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const probeSql = connect(databaseUrl, { max: 1, stallMs: config.dbStallTimeoutMs })
   const dbHealth = new DbHealth(() => probeSql`SELECT 1`, 250, (up) => log.warn(up ? 'database reachable again' : 'database unreachable'))
   const providers = await Providers.load(config, storage, config.shards)
-  const services: Services = { providers, config, sql, dbHealth, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, bus, redisLimiter: bus ? new RedisRateLimiter(bus.pub, config.redisPrefix) : null, nodeId, tickets: new Tickets(jwtSecret), metrics, version: await readVersion() }
+  const services: Services = { providers, config, sql, dbHealth, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, bus, redisLimiter: bus ? new RedisRateLimiter(bus.pub, config.redisPrefix) : null, loginThrottle: bus ? new RedisLoginThrottle(bus.pub, config.redisPrefix) : new MemoryLoginThrottle(), nodeId, tickets: new Tickets(jwtSecret), metrics, version: await readVersion() }
   const delivery = new DeliveryPool({ databaseUrl, config, version: services.version, onLog: (level, msg) => log[level](msg) }) // webhooks (DESIGN.md 2)
   await delivery.ready()
   metrics.setSources({ sql, sseOpen: () => sse.size, workerStats: async () => { const [s, d] = await Promise.all([shards.stats(), delivery.stats()]); return [...s, ...d] } })

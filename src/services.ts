@@ -1,6 +1,7 @@
 import type { Logger } from 'pino'
 import type { Config } from './config.js'
 import type { DbHealth, Sql } from './db/connect.js'
+import type { LoginThrottle } from './http/login-throttle.js'
 import type { ShardPool } from './actors/shard-pool.js'
 import type { Authenticator } from './http/auth.js'
 import type { RateLimiter } from './http/rate-limit.js'
@@ -34,6 +35,8 @@ export interface Services {
   /** Cross-node bus and shared rate window (only with REDIS_URL). */
   bus: RedisBus | null
   redisLimiter: RedisRateLimiter | null
+  /** Failed-login counts per account and address (issue 15 point 5): Redis with REDIS_URL, else memory. */
+  loginThrottle: LoginThrottle
   /** This node's id (NODE_ID, else kept in DATA_DIR/node-id). */
   nodeId: string
   /** Open SSE streams of this node. */

@@ -2,7 +2,8 @@ import { Type, type Static } from '@sinclair/typebox'
 import { ApiError } from '../../errors.js'
 import { createAccount, findAccountByEmail, findAccountById, setPassword } from '../../db/accounts.js'
 import { signSession } from '../jwt.js'
-import type { Route } from '../route.js'
+import type { Route, RouteContext } from '../route.js'
+import { recordLoginAttempts, type LoginAttempt } from '../../db/login-attempts.js'
 
 /** Free credits granted at signup (SPEC.md 1.8), as a `grant` ledger entry. */
 export const SIGNUP_CREDITS = 200
@@ -18,6 +19,18 @@ const Me = Type.Object({ user_id: Type.Integer(), email: Type.String(), credits:
 
 // Verified against when the email is unknown, so a miss costs the same time as a hit.
 let dummyHash: Promise<string> | null = null
+
+/** Audit of a failed or throttled login (login_attempts); never delays the answer. */
+function auditLogin (ctx: RouteContext, row: LoginAttempt): void {
+  recordLoginAttempts(ctx.services.sql, [row]).catch((err: unknown) => ctx.services.log.warn({ err: String(err) }, 'login audit failed'))
+}
+
+/** Counts a failure (account and address), audits it, and answers 401. */
+async function loginFailed (ctx: RouteContext, email: string, ip: string, accountId: number | null): Promise<never> {
+  await ctx.services.loginThrottle.failed(email, ip)
+  auditLogin(ctx, { email, accountId, ip, outcome: 'failure' })
+  throw new ApiError('INVALID_CREDENTIALS')
+}
 
 /** Session routes (DESIGN.md section 7) and GET /v1/auth/me (SPEC.md 4.2). */
 export const routes: Route[] = [
@@ -56,18 +69,29 @@ export const routes: Route[] = [
     auth: 'public',
     summary: 'Exchange email and password for a session JWT',
     tag: 'Sessions',
-    errors: ['INVALID_CREDENTIALS', 'ACCOUNT_BANNED'],
+    errors: ['INVALID_CREDENTIALS', 'ACCOUNT_BANNED', 'RATE_LIMIT_EXCEEDED'],
     schema: { body: Login, response: { 200: Token } },
     async handler (ctx) {
       const b = ctx.body as Static<typeof Login>
       const s = ctx.services
+      // Throttled per account and per client address (issue 15 point 5, src/http/login-throttle.ts).
+      const who = b.email.trim().toLowerCase()
+      const ip = ctx.ip || 'unknown'
+      const wait = await s.loginThrottle.check(who, ip)
+      if (wait > 0) {
+        auditLogin(ctx, { email: who, accountId: null, ip, outcome: 'throttled' })
+        const e = new ApiError('RATE_LIMIT_EXCEEDED', `Too many failed logins; retry in ${wait} s`, { retry_after: wait })
+        e.headers = { 'Retry-After': String(wait) }
+        throw e
+      }
       const a = await findAccountByEmail(s.sql, b.email)
       if (!a) {
         dummyHash ??= s.passwords.hash('not-a-real-password')
         await s.passwords.verify(b.password, await dummyHash)
-        throw new ApiError('INVALID_CREDENTIALS')
+        return loginFailed(ctx, who, ip, null)
       }
-      if (!(await s.passwords.verify(b.password, a.password_hash))) throw new ApiError('INVALID_CREDENTIALS')
+      if (!(await s.passwords.verify(b.password, a.password_hash))) await loginFailed(ctx, who, ip, a.id)
+      await s.loginThrottle.succeeded(who)
       // Checked after the password, so a ban is only disclosed to the account's owner.
       if (a.banned) throw new ApiError('ACCOUNT_BANNED', 'This account is suspended; it cannot log in')
       const { token, expires_in } = signSession(s.jwtSecret, a.id)

@@ -100,7 +100,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
 
   const nodeId = process.env.NODE_ID || (await persistedSecret(config.dataDir, 'node-id')).value.slice(0, 16)
   const bus = config.redisUrl ? new RedisBus(config.redisUrl, config.redisPrefix, nodeId, log) : null
-  const jobs = new JobCache()
+  const jobs = new JobCache(config.jobCacheMb * 1024 * 1024)
   const metrics = new Metrics()
   const sse = new SseHub(config.sseHeartbeatMs)
   jobs.onUpdate((_accountId, view) => sse.publish(view))

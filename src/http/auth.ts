@@ -44,6 +44,16 @@ const FAST_HASHES = 100_000
  * revoke, operator PATCH, purchase, password change) invalidate at once; other nodes' changes
  * are seen within `ttlMs` (DESIGN.md section 4; with REDIS_URL invalidations are also published).
  */
+/**
+ * Inserts as most recent and drops the oldest entries past `max` (issue 15 point 6: a flood of
+ * random keys, each a cached miss, must not grow the process without bound).
+ */
+function setBounded<K, V> (map: Map<K, V>, k: K, v: V, max: number): void {
+  map.delete(k)
+  map.set(k, v)
+  while (map.size > max) map.delete(map.keys().next().value as K)
+}
+
 export class Authenticator {
   private readonly keys = new Map<string, Cached<KeyRecord | null>>()
   private readonly accounts = new Map<number, Cached<AccountFlags | null>>()
@@ -58,9 +68,13 @@ export class Authenticator {
   readonly lastUsed = new Map<number, number>()
   onInvalidate: ((kind: 'key' | 'account', id: string) => void) | null = null
 
-  constructor (private readonly sql: Sql, private readonly jwtSecret: string, adminToken: string, private readonly ttlMs = 5000) {
+  /** `maxEntries`: per cache (keys, accounts); ~300 bytes an entry, so ~30 MB each at the default. */
+  constructor (private readonly sql: Sql, private readonly jwtSecret: string, adminToken: string, private readonly ttlMs = 5000, private readonly maxEntries = 100_000) {
     this.adminDigest = createHash('sha256').update(adminToken).digest()
   }
+
+  /** Entries held by the key and account caches (tests, metrics). */
+  get cacheSizes (): { keys: number; accounts: number } { return { keys: this.keys.size, accounts: this.accounts.size } }
 
   invalidateKey (hash: string, broadcast = true): void {
     this.keys.delete(hash)
@@ -94,7 +108,7 @@ export class Authenticator {
     const v = await this.loadAccount(id)
     // A miss is not cached: the id may be created a moment later (signup, operator), and only a
     // correctly signed session can ask for an id without an account behind it.
-    if (v !== null) this.accounts.set(id, { v, at: now })
+    if (v !== null) setBounded(this.accounts, id, { v, at: now }, this.maxEntries)
     else this.accounts.delete(id)
     return v
   }
@@ -121,7 +135,7 @@ export class Authenticator {
     const c = this.keys.get(hash)
     if (this.fresh(this.keys, hash, c, now, () => this.loadKey(hash))) return c!.v
     const v = await this.loadKey(hash)
-    this.keys.set(hash, { v, at: now })
+    setBounded(this.keys, hash, { v, at: now }, this.maxEntries) // unknown keys too: bounded
     return v
   }
 

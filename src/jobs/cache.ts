@@ -3,26 +3,55 @@ import { TERMINAL } from './view.js'
 
 export interface CachedJob { accountId: number; view: JobView }
 
+/** Default memory budget (JOB_CACHE_MB). */
+export const JOB_CACHE_MB = 256
+
+/**
+ * Heap an entry may cost, estimated from what it holds (issue 15 point 6): the view object and
+ * map entry (~1 KB, measured), its strings (V8 keeps Latin-1 strings at
+ * one byte a character and anything else at two), and the UTF-8 JSON body the front end keeps
+ * for a polled view (src/http/respond.ts serialises an immutable view once). Over-estimates
+ * rather than under: the budget is a ceiling.
+ */
+export function entryBytes (v: JobView): number {
+  let n = 1024
+  for (const s of [v.prompt, v.result_url, v.error_message]) {
+    if (s === null) continue
+    // eslint-disable-next-line no-control-regex
+    n += s.length * (/[^\u0000-\u00ff]/.test(s) ? 2 : 1) + Buffer.byteLength(s, 'utf8')
+  }
+  return n
+}
+
 /**
  * The front end's read cache of job views (DESIGN.md section 2, "read cache"): fed by the
  * shards' `job.updated` events, so GET /v1/jobs/{id} of a recent or live job costs no
- * database round trip and no thread hop. Bounded (least recently written out first).
+ * database round trip and no thread hop. Bounded in bytes by a memory budget (JOB_CACHE_MB)
+ * and in entries (least recently written out first); an evicted job is read from PostgreSQL.
  * Views loaded from PostgreSQL never replace a newer one delivered by an event.
  */
 export class JobCache {
-  private readonly map = new Map<string, CachedJob>()
+  private readonly map = new Map<string, CachedJob & { bytes: number }>()
   private readonly listeners = new Set<(accountId: number, view: JobView) => void>()
+  private total = 0
+  private readonly budget: number
 
-  constructor (private readonly capacity = 200_000) {}
+  /** `budgetBytes`: estimated heap the cache may hold (JOB_CACHE_MB); `capacity`: entries at most. */
+  constructor (budgetBytes = JOB_CACHE_MB * 1024 * 1024, private readonly capacity = 200_000) {
+    this.budget = budgetBytes
+  }
 
   get size (): number { return this.map.size }
+
+  /** Estimated bytes held (entryBytes summed); never above the budget after a write. */
+  get bytes (): number { return this.total }
 
   get (id: string): CachedJob | undefined { return this.map.get(id) }
 
   /** An authoritative change from the owning shard. */
   update (accountId: number, view: JobView): void {
-    this.map.delete(id(view))
-    this.map.set(view.id, { accountId, view })
+    this.remove(id(view))
+    this.put(view.id, accountId, view)
     this.evict()
     for (const l of this.listeners) l(accountId, view)
   }
@@ -31,8 +60,8 @@ export class JobCache {
   fill (accountId: number, view: JobView): CachedJob {
     const have = this.map.get(view.id)
     if (have && (TERMINAL.has(have.view.status) || have.view.updated_at >= view.updated_at)) return have
-    const e = { accountId, view }
-    this.map.set(view.id, e)
+    if (have) this.remove(view.id)
+    const e = this.put(view.id, accountId, view)
     this.evict()
     return e
   }
@@ -44,7 +73,7 @@ export class JobCache {
   dropActive (pred: (accountId: number) => boolean): number {
     let n = 0
     for (const [id, e] of this.map) {
-      if (!TERMINAL.has(e.view.status) && pred(e.accountId)) { this.map.delete(id); n++ }
+      if (!TERMINAL.has(e.view.status) && pred(e.accountId)) { this.remove(id); n++ }
     }
     return n
   }
@@ -54,11 +83,28 @@ export class JobCache {
     return () => this.listeners.delete(fn)
   }
 
+  private put (key: string, accountId: number, view: JobView): CachedJob {
+    const e = { accountId, view, bytes: entryBytes(view) }
+    this.map.set(key, e)
+    this.total += e.bytes
+    return e
+  }
+
+  private remove (key: string): void {
+    const e = this.map.get(key)
+    if (!e) return
+    this.total -= e.bytes
+    this.map.delete(key)
+  }
+
+  /** Least recently written first, until both the entry cap and the byte budget hold. */
   private evict (): void {
-    if (this.map.size <= this.capacity) return
-    const drop = this.map.size - this.capacity
-    let i = 0
-    for (const k of this.map.keys()) { if (i++ >= drop) break; this.map.delete(k) }
+    if (this.map.size <= this.capacity && this.total <= this.budget) return
+    for (const [k, e] of this.map) {
+      if (this.map.size <= this.capacity && this.total <= this.budget) break
+      this.total -= e.bytes
+      this.map.delete(k)
+    }
   }
 }
 

@@ -18,7 +18,12 @@ export class GroupCommit {
   /** Number of transactions committed, and of items in them (tests, metrics). */
   stats = { transactions: 0, items: 0, fallbacks: 0 }
 
-  constructor (private readonly sql: Sql) {}
+  /**
+   * `txTimeoutMs`: a transaction not settled by then fails its batch as "database unavailable"
+   * (issue 15: one transaction lost in the driver during an outage must not wedge every later
+   * commit of the shard behind it). Its outcome is then unknown; callers treat it so.
+   */
+  constructor (private readonly sql: Sql, private readonly txTimeoutMs = 10_000) {}
 
   run<T> (work: Work<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
@@ -43,11 +48,21 @@ export class GroupCommit {
     this.inFlight = null
   }
 
+  private bounded<T> (p: Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined
+    return Promise.race([
+      p,
+      new Promise<never>((_resolve, reject) => {
+        timer = setTimeout(() => reject(Object.assign(new Error(`transaction not settled within ${this.txTimeoutMs} ms`), { code: 'DB_STALLED' })), this.txTimeoutMs)
+      }),
+    ]).finally(() => clearTimeout(timer))
+  }
+
   private async commit (batch: Item[]): Promise<void> {
     const started = performance.now()
     let results: unknown[]
     try {
-      results = await this.sql.begin(async (tx) => {
+      results = await this.bounded(this.sql.begin(async (tx) => {
         // Every item settles before COMMIT or ROLLBACK. With Promise.all the first failure would
         // roll back while siblings are still mid-work; their later statements would then run on
         // the released connection outside any transaction (autocommitted), and the per-item
@@ -56,14 +71,14 @@ export class GroupCommit {
         const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected')
         if (failed) throw failed.reason
         return settled.map(r => (r as PromiseFulfilledResult<unknown>).value)
-      }) as unknown[]
+      })) as unknown[]
     } catch (err) {
       // The database is away (issue 15): retrying item by item would only wait again per item.
       if (batch.length === 1 || isDbUnavailable(err)) { for (const i of batch) i.reject(err); return }
       this.stats.fallbacks++
       for (const item of batch) {
         try {
-          const v = await this.sql.begin(tx => item.work(tx))
+          const v = await this.bounded(this.sql.begin(tx => item.work(tx)))
           this.stats.transactions++
           this.stats.items++
           item.resolve(v)

@@ -194,8 +194,11 @@ export class DbHealth {
   /** Outages seen (up -> down transitions) and the time of the last recovery. */
   readonly stats = { outages: 0, recoveredAt: 0 }
 
-  constructor (private readonly probe: () => Promise<unknown>, private readonly probeEveryMs = 250, private readonly onChange?: (up: boolean) => void) {
+  constructor (private readonly probe: () => Promise<unknown>, private readonly probeEveryMs = 250, private readonly onChange?: (up: boolean) => void, private readonly upProbeEveryMs = 1000) {
     healths.add(this)
+    // Also probed while up: a cut that no operation reports (queries parked in the driver's
+    // reconnect loop never fail) is seen within about a second.
+    this.schedule(this.upProbeEveryMs)
   }
 
   get isDown (): boolean { return this.down }
@@ -214,6 +217,7 @@ export class DbHealth {
 
   private schedule (ms: number): void {
     if (this.closed) return
+    if (this.probeTimer) clearTimeout(this.probeTimer)
     this.probeTimer = setTimeout(() => { this.tick().catch(() => {}) }, ms)
     this.probeTimer.unref()
   }
@@ -222,14 +226,20 @@ export class DbHealth {
     // One probe at a time: a probe hung on a dead path is waited for, not stacked.
     this.probing ??= this.probe().finally(() => { this.probing = null })
     let timer: NodeJS.Timeout | undefined
+    let ok = false
     try {
       await Promise.race([this.probing, new Promise((_resolve, reject) => { timer = setTimeout(() => reject(new Error('probe timeout')), 1000) })])
+      ok = true
+    } catch {} finally { clearTimeout(timer) }
+    if (ok && this.down) {
       this.down = false
       this.stats.recoveredAt = Date.now()
       this.onChange?.(true)
+    } else if (!ok && !this.down) {
+      this.markDown()
       return
-    } catch {} finally { clearTimeout(timer) }
-    this.schedule(this.probeEveryMs)
+    }
+    this.schedule(this.down ? this.probeEveryMs : this.upProbeEveryMs)
   }
 
   /**

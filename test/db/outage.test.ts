@@ -46,14 +46,15 @@ function load (srv: TestServer) {
   return { samples, stop: async () => { running = false; await Promise.all(loops) } }
 }
 
-async function outage (t: any, kind: 'cut' | 'blackhole', ms: number) {
+async function outage (t: any, kind: 'cut' | 'blackhole' | 'blackhole-cut', ms: number) {
   const restartsBefore = s.app.services.shards.restarts
   const l = load(s)
   await sleep(300)
   if (kind === 'cut') await proxy.stop(); else proxy.blackhole()
   const downAt = Date.now()
   await sleep(ms)
-  if (kind === 'cut') await proxy.start(); else proxy.pass()
+  if (kind === 'blackhole-cut') { proxy.pass(); await proxy.stop(); await sleep(ms); await proxy.start() }
+  if (kind === 'cut') await proxy.start(); else if (kind === 'blackhole') proxy.pass()
   const upAt = Date.now()
   // Recovery: the first creation answered 201 after the database came back.
   let recoveredAt = 0
@@ -90,6 +91,10 @@ t.test('database cut off (connections closed, port refused): contained, bounded,
 
 t.test('database black-holed (no packet answered): contained, bounded, recovered', async (t) => {
   acked.push(...(await outage(t, 'blackhole', 3500)).filter(x => x.status === 201))
+})
+
+t.test('database black-holed, then cut off: contained, bounded, recovered', async (t) => {
+  acked.push(...(await outage(t, 'blackhole-cut', 2000)).filter(x => x.status === 201))
 })
 
 t.test('no acknowledged job is lost; balances equal their ledgers', async (t) => {

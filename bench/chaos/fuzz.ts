@@ -1,0 +1,119 @@
+/**
+ * Body fuzzer over every operation of /v1/openapi.json (issue 15): for each request,
+ * fast-check picks an operation and builds a body from its schema, each property either a
+ * value of the declared type (enums, bounds, formats nearby) or arbitrary JSON, sometimes
+ * not JSON at all; path parameters are random strings. Counted: answers >= 500 and answers
+ * that are not the SPEC.md section 7 envelope. Credentials: a paid key, or a session JWT for
+ * session routes; operator routes get no token (they must refuse cleanly).
+ */
+import fc from 'fast-check'
+import { startService } from '../lib/children.js'
+import { api, createDatabase, seedAccounts } from '../lib/seed.js'
+import { RAISED_TIER_LIMITS } from '../lib/stack.js'
+import { call, type ChaosOptions } from './common.js'
+
+export interface FuzzOptions extends ChaosOptions { requests: number; concurrency: number; seed?: number }
+
+type Schema = Record<string, any>
+interface Op { method: string; path: string; body: Schema | null; auth: 'key' | 'session' | 'none' }
+
+function resolve (doc: any, s: Schema | undefined): Schema | undefined {
+  let x = s
+  for (let i = 0; x && x.$ref && i < 10; i++) x = x.$ref.split('/').slice(1).reduce((o: any, k: string) => o?.[k], doc)
+  return x
+}
+
+function valueOf (doc: any, s0: Schema | undefined, depth: number): fc.Arbitrary<unknown> {
+  const junk = fc.oneof(fc.constant(null), fc.boolean(), fc.integer(), fc.double(), fc.string({ maxLength: 50 }), fc.constant(''), fc.constant('x'.repeat(5000)), fc.array(fc.integer(), { maxLength: 5 }), fc.object({ maxDepth: 2 }))
+  const s = resolve(doc, s0)
+  if (!s || depth > 3) return junk
+  const alts = s.anyOf ?? s.oneOf
+  if (alts) return fc.oneof(...alts.map((a: Schema) => valueOf(doc, a, depth + 1)), junk)
+  if (s.enum) return fc.oneof(fc.constantFrom(...s.enum), junk)
+  if (s.const !== undefined) return fc.oneof(fc.constant(s.const), junk)
+  switch (s.type) {
+    case 'string': {
+      const typed = s.format === 'uri' ? fc.oneof(fc.webUrl(), fc.constantFrom('https://127.0.0.1/x', 'https://vm/x', 'http://[::1]/', 'https://example.com/a.png'))
+        : s.format === 'email' ? fc.emailAddress() : fc.string({ minLength: s.minLength ?? 0, maxLength: Math.min(s.maxLength ?? 64, 300) })
+      return fc.oneof(typed, typed, junk)
+    }
+    case 'integer': return fc.oneof(fc.integer({ min: s.minimum ?? -10, max: Math.min(s.maximum ?? 1000, 1_000_000) }), fc.constantFrom(0, -1, 2 ** 53, 1e308), junk)
+    case 'number': return fc.oneof(fc.double({ noNaN: true }), junk)
+    case 'boolean': return fc.oneof(fc.boolean(), junk)
+    case 'array': return fc.oneof(fc.array(valueOf(doc, s.items, depth + 1), { maxLength: Math.min(s.maxItems ?? 5, 12) }), junk)
+    case 'object': return objectOf(doc, s, depth + 1)
+    default: return junk
+  }
+}
+
+function objectOf (doc: any, s: Schema, depth: number): fc.Arbitrary<unknown> {
+  const props = Object.entries(s.properties ?? {}) as Array<[string, Schema]>
+  if (props.length === 0) return fc.object({ maxDepth: 2 })
+  const rec: Record<string, fc.Arbitrary<unknown>> = {}
+  for (const [k, v] of props) rec[k] = valueOf(doc, v, depth)
+  return fc.tuple(fc.record(rec, { requiredKeys: [] }), fc.dictionary(fc.string({ maxLength: 12 }), fc.jsonValue({ maxDepth: 1 }), { maxKeys: 2 }), fc.boolean())
+    .map(([o, extra, add]) => add ? { ...extra, ...o } : o)
+}
+
+export async function fuzzChaos (o: FuzzOptions): Promise<Record<string, number>> {
+  const db = await createDatabase(o.databaseUrl, 'chaos_fuzz')
+  const svc = await startService({ databaseUrl: db.url, env: { TIER_LIMITS: RAISED_TIER_LIMITS, SIM_SPEED: '500', SUBMIT_TIMEOUT_MS: '300', SHARDS: '2' } })
+  try {
+    const [acct] = await seedAccounts(svc, 1, 100_000_000, 'fuzz')
+    const login = await api(svc.url, 'POST', '/v1/auth/login', { body: { email: acct.email, password: 'bench-password-0' } })
+    const jwt = login.body.token as string
+    const doc = (await api(svc.url, 'GET', '/v1/openapi.json')).body
+    const ops: Op[] = []
+    for (const [path, item] of Object.entries<any>(doc.paths)) {
+      for (const [method, op] of Object.entries<any>(item)) {
+        if (!['get', 'post', 'patch', 'put', 'delete'].includes(method)) continue
+        if (path.includes('/sse/') || path.includes('/events')) continue // streams stay open by design
+        const body = resolve(doc, op.requestBody?.content?.['application/json']?.schema) ?? null
+        const sec = JSON.stringify(op.security ?? doc.security ?? [])
+        const auth = /AdminToken/.test(sec) ? 'none' : /ApiKeyHeader/.test(sec) ? 'key' : /SessionJwt/.test(sec) ? 'session' : 'none'
+        ops.push({ method: method.toUpperCase(), path: '/v1' + path, body, auth }) // paths are relative to the /v1 server
+      }
+    }
+    const arb = fc.integer({ min: 0, max: ops.length - 1 }).chain(i => {
+      const op = ops[i]
+      const params = fc.array(fc.oneof(fc.string({ maxLength: 30 }), fc.integer({ min: 100_000 }).map(String) /* never our own key id */, fc.constant('job_' + 'a'.repeat(24))), { minLength: 4, maxLength: 4 })
+      const body = op.body ? fc.oneof({ weight: 8, arbitrary: valueOf(doc, op.body, 0) }, { weight: 1, arbitrary: fc.jsonValue() }, { weight: 1, arbitrary: fc.string({ maxLength: 100 }).map(s => ({ __raw: s })) }) : fc.constant(undefined)
+      return fc.tuple(fc.constant(op), params, body)
+    })
+    const figures = { operations: ops.length, requests: 0, status_5xx: 0, not_envelope: 0, dropped: 0, ok_2xx: 0, client_4xx: 0 }
+    const examples: string[] = []
+    // Generated in batches (a seed each) so 10^5 bodies never sit in memory at once.
+    let batch: Array<[Op, string[], unknown]> = []
+    let batchNo = 0
+    let sent = 0
+    const take = (): [Op, string[], unknown] | undefined => {
+      if (sent >= o.requests) return undefined
+      if (batch.length === 0) batch = fc.sample(arb, { numRuns: Math.min(1000, o.requests - sent), seed: (o.seed ?? 42) + batchNo++ })
+      sent++
+      return batch.pop()
+    }
+    const worker = async () => {
+      for (let s = take(); s !== undefined; s = take()) {
+        const [op, params, body] = s
+        let pi = 0
+        const path = op.path.replace(/\{[^}]+\}/g, () => encodeURIComponent(params[pi++ % 4]))
+        const raw = body && typeof body === 'object' && '__raw' in (body as object) ? String((body as { __raw: string }).__raw) : undefined
+        const r = await call(svc.url, op.method, path, { key: op.auth === 'key' ? acct.key : undefined, token: op.auth === 'session' ? jwt : undefined, body: raw === undefined ? body : undefined, raw, capMs: 30_000 })
+        figures.requests++
+        if (r.status === 0) { figures.dropped++; if (examples.length < 5) examples.push(`${op.method} ${path}: dropped ${r.body}`) } else if (r.status >= 500) {
+          figures.status_5xx++
+          if (examples.length < 5) examples.push(`${op.method} ${path} ${JSON.stringify(body)?.slice(0, 200)} -> ${r.status} ${JSON.stringify(r.body).slice(0, 200)}`)
+        } else if (r.status >= 400) {
+          figures.client_4xx++
+          if (typeof r.body !== 'object' || r.body?.error !== true || typeof r.body?.code !== 'string') figures.not_envelope++
+        } else figures.ok_2xx++
+      }
+    }
+    await Promise.all(Array.from({ length: o.concurrency }, worker))
+    for (const e of examples) o.log(`  fuzz: ${e}`)
+    return { ...figures, violations: figures.status_5xx + figures.not_envelope + figures.dropped }
+  } finally {
+    await svc.stop().catch(() => {})
+    await db.drop().catch(() => {})
+  }
+}

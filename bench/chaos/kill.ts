@@ -1,0 +1,80 @@
+/**
+ * kill -9 at random moments under mixed load (issue 15): creations that complete, fail
+ * ([sim:fail], refunded), get cancelled ([sim:queue] then DELETE) or time out at submission
+ * ([sim:timeout], 504), every creation retried with its Idempotency-Key until it gets an
+ * answer that is not a 5xx or a dropped connection. After the last restart the jobs are left
+ * to finish, then the ledger invariants are checked in SQL and every acknowledged job is looked up.
+ */
+import { randomUUID } from 'node:crypto'
+import { startService, type ServiceProcess } from '../lib/children.js'
+import { createDatabase, seedAccounts } from '../lib/seed.js'
+import { RAISED_TIER_LIMITS } from '../lib/stack.js'
+import { call, invariants, sleep, violationsOf, type ChaosOptions } from './common.js'
+
+export interface KillOptions extends ChaosOptions { kills: number; minGapMs: number; maxGapMs: number; workers: number }
+
+export async function killChaos (o: KillOptions): Promise<Record<string, number>> {
+  const db = await createDatabase(o.databaseUrl, 'chaos_kill')
+  const env = { TIER_LIMITS: RAISED_TIER_LIMITS, SIM_SPEED: '200', SUBMIT_TIMEOUT_MS: '300', NODE_ID: `chaos-kill-${process.pid}`, SHARDS: '2' }
+  let svc: ServiceProcess = await startService({ databaseUrl: db.url, env })
+  try {
+    const accounts = await seedAccounts(svc, 6, 1_000_000, 'kill')
+    let running = true
+    const acked = new Map<string, string>() // job id -> what
+    const figures = { requests: 0, created: 0, replayed: 0, retried: 0, cancelled: 0, timeouts_504: 0, conflicts: 0 }
+    const kinds = ['ok', 'ok', 'fail', 'queue', 'timeout'] as const
+    const worker = async (w: number) => {
+      const a = accounts[w % accounts.length]
+      while (running) {
+        const kind = kinds[Math.floor(Math.random() * kinds.length)]
+        const prompt = kind === 'ok' ? 'a quiet harbour' : `a quiet harbour [sim:${kind}]`
+        const key = randomUUID()
+        let r
+        for (let attempt = 0; ; attempt++) {
+          r = await call(svc.url, 'POST', '/v1/generate/image', { key: a.key, headers: { 'idempotency-key': key }, body: { model: 'nano-banana', prompt }, capMs: 30_000 })
+          figures.requests++
+          if (r.status !== 0 && r.status < 500) break
+          if (r.status === 504) break
+          if (!running && attempt > 50) break
+          figures.retried++
+          await sleep(100)
+        }
+        if (r.status === 201 || r.status === 200) {
+          acked.set(r.body.id, kind)
+          if (r.status === 201) figures.created++; else figures.replayed++
+          if (kind === 'queue') {
+            const d = await call(svc.url, 'DELETE', `/v1/jobs/${r.body.id}`, { key: a.key, capMs: 30_000 })
+            if (d.status === 200) figures.cancelled++
+          }
+        } else if (r.status === 504) {
+          figures.timeouts_504++
+          if (r.body?.details?.job_id) acked.set(r.body.details.job_id, kind)
+        } else if (r.status === 409) figures.conflicts++
+      }
+    }
+    const load = Array.from({ length: o.workers }, (_, i) => worker(i))
+    let kills = 0
+    for (let i = 0; i < o.kills; i++) {
+      await sleep(o.minGapMs + Math.random() * (o.maxGapMs - o.minGapMs))
+      process.kill(svc.pid, 'SIGKILL')
+      await svc.stop()
+      kills++
+      svc = await startService({ databaseUrl: db.url, env })
+    }
+    await sleep(1000)
+    running = false
+    await Promise.all(load)
+    // Jobs still queued ([sim:queue] whose cancel met a kill) fail at their deadline, refunded.
+    const deadlineWait = Date.now() + 20_000
+    let inv = await invariants(db.sql)
+    while (inv.stuck_past_deadline > 0 && Date.now() < deadlineWait) { await sleep(500); inv = await invariants(db.sql) }
+    const ids = [...acked.keys()]
+    const [{ n }] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM jobs WHERE id = ANY(${ids})`
+    const [{ d }] = await db.sql<{ d: number }[]>`SELECT count(*)::int AS d FROM (SELECT account_id, idempotency_key FROM jobs WHERE idempotency_key IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1) x`
+    const out = { kills, acknowledged: ids.length, acknowledged_lost: ids.length - n, idempotency_key_two_jobs: d, ...figures, ...inv }
+    return { ...out, violations: violationsOf(inv) + out.acknowledged_lost + d }
+  } finally {
+    await svc.stop().catch(() => {})
+    await db.drop().catch(() => {})
+  }
+}

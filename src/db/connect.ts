@@ -61,10 +61,10 @@ function watchedSocket (o: { host: string[]; port: number[]; path?: string | fal
   }
   const stalled = () => {
     timer = null
-    const err = Object.assign(new Error(`PostgreSQL did not answer for ${stallMs} ms`), { code: 'DB_STALLED' })
-    // The driver may already have let go of this socket (and of its listeners).
-    if (socket.listenerCount('error') === 0) socket.on('error', () => {})
-    socket.destroy(err)
+    // Destroyed without an error: the driver sees a close while queries are owed and fails
+    // them with CONNECTION_CLOSED. (An 'error' event could find no listener left, since the
+    // driver removes its listeners on close, and would be an uncaught exception.)
+    socket.destroy()
     for (const h of healths) h.markDown() // callers stop waiting now, not when the driver gives up
 
   }

@@ -53,6 +53,16 @@ export function connect (url: string, opts: ConnectOptions = {}): Sql {
  */
 function watchedSocket (o: { host: string[]; port: number[]; path?: string | false }, stallMs: number): Socket {
   const socket = o.path ? netConnect(o.path) : netConnect(o.port[0] ?? 5432, o.host[0] ?? '127.0.0.1')
+  // The driver removes every listener when a connection closes; a late write on the dead
+  // socket (EPIPE, ECONNRESET) would then be an uncaught 'error'. Keep a no-op listener on.
+  const noop = () => {}
+  socket.on('error', noop)
+  const removeAll = socket.removeAllListeners.bind(socket)
+  socket.removeAllListeners = ((...a: Parameters<typeof removeAll>) => {
+    const r = removeAll(...a)
+    if (socket.listenerCount('error') === 0) socket.on('error', noop)
+    return r
+  }) as typeof socket.removeAllListeners
   let owed = 1 // the startup exchange ends with ReadyForQuery
   let timer: NodeJS.Timeout | null = null
   const arm = () => {

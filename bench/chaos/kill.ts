@@ -20,7 +20,7 @@ export async function killChaos (o: KillOptions): Promise<Record<string, number>
   try {
     const accounts = await seedAccounts(svc, 6, 1_000_000, 'kill')
     let running = true
-    const acked = new Map<string, string>() // job id -> what
+    const acked = new Map<string, { kind: string; key: string }>() // job id -> what, whose
     const figures = { requests: 0, created: 0, replayed: 0, retried: 0, cancelled: 0, timeouts_504: 0, conflicts: 0 }
     const kinds = ['ok', 'ok', 'fail', 'queue', 'timeout'] as const
     const worker = async (w: number) => {
@@ -40,7 +40,7 @@ export async function killChaos (o: KillOptions): Promise<Record<string, number>
           await sleep(100)
         }
         if (r.status === 201 || r.status === 200) {
-          acked.set(r.body.id, kind)
+          acked.set(r.body.id, { kind, key: a.key })
           if (r.status === 201) figures.created++; else figures.replayed++
           if (kind === 'queue') {
             const d = await call(svc.url, 'DELETE', `/v1/jobs/${r.body.id}`, { key: a.key, capMs: 30_000 })
@@ -48,7 +48,7 @@ export async function killChaos (o: KillOptions): Promise<Record<string, number>
           }
         } else if (r.status === 504) {
           figures.timeouts_504++
-          if (r.body?.details?.job_id) acked.set(r.body.details.job_id, kind)
+          if (r.body?.details?.job_id) acked.set(r.body.details.job_id, { kind, key: a.key })
         } else if (r.status === 409) figures.conflicts++
       }
     }
@@ -64,14 +64,21 @@ export async function killChaos (o: KillOptions): Promise<Record<string, number>
     await sleep(1000)
     running = false
     await Promise.all(load)
-    // Jobs still queued ([sim:queue] whose cancel met a kill) fail at their deadline, refunded.
+    // [sim:queue] jobs whose DELETE met a kill are still queued (they wait for capacity that
+    // never comes): counted, then cancelled as their client would.
+    const [{ q }] = await db.sql<{ q: number }[]>`SELECT count(*)::int AS q FROM jobs WHERE status = 'queued' AND deadline_at < now()`
+    for (const [id, j] of acked) if (j.kind === 'queue') await call(svc.url, 'DELETE', `/v1/jobs/${id}`, { key: j.key, capMs: 30_000 })
     const deadlineWait = Date.now() + 20_000
     let inv = await invariants(db.sql)
     while (inv.stuck_past_deadline > 0 && Date.now() < deadlineWait) { await sleep(500); inv = await invariants(db.sql) }
+    if (inv.stuck_past_deadline > 0) {
+      const stuck = await db.sql`SELECT id, status, prompt, owner, lease_until, deadline_at, provider_job_id IS NOT NULL AS submitted FROM jobs WHERE status IN ('queued', 'submitted', 'processing') AND deadline_at < now() ORDER BY deadline_at LIMIT 5`
+      o.log(`  kill: stuck jobs (first 5): ${JSON.stringify(stuck)}`)
+    }
     const ids = [...acked.keys()]
     const [{ n }] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM jobs WHERE id = ANY(${ids})`
     const [{ d }] = await db.sql<{ d: number }[]>`SELECT count(*)::int AS d FROM (SELECT account_id, idempotency_key FROM jobs WHERE idempotency_key IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1) x`
-    const out = { kills, acknowledged: ids.length, acknowledged_lost: ids.length - n, idempotency_key_two_jobs: d, ...figures, ...inv }
+    const out = { kills, queued_past_deadline_before_cancel: q, acknowledged: ids.length, acknowledged_lost: ids.length - n, idempotency_key_two_jobs: d, ...figures, ...inv }
     return { ...out, violations: violationsOf(inv) + out.acknowledged_lost + d }
   } finally {
     await svc.stop().catch(() => {})

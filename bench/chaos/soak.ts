@@ -1,6 +1,7 @@
 /**
  * Soak (issue 15 point 6): steady mixed load (creations with 2,000-character CJK prompts, job
  * polls, balance reads) for `seconds`, the service's RSS sampled every second from /proc.
+ * The job cache gets 16 MB, so it is full by the end of the warm-up.
  * "Flat after warm-up": the RSS at the end is within 15% (or 40 MB) of the RSS when the first
  * quarter of the run ended, and the slope over the last three quarters is small.
  */
@@ -16,7 +17,7 @@ const MB = 1024 * 1024
 
 export async function soakChaos (o: SoakOptions): Promise<Record<string, number>> {
   const db = await createDatabase(o.databaseUrl, 'chaos_soak')
-  const svc = await startService({ databaseUrl: db.url, env: { TIER_LIMITS: RAISED_TIER_LIMITS, SIM_SPEED: '500', SUBMIT_TIMEOUT_MS: '300', SHARDS: '2', JOB_CACHE_MB: '64' } })
+  const svc = await startService({ databaseUrl: db.url, env: { TIER_LIMITS: RAISED_TIER_LIMITS, SIM_SPEED: '500', SUBMIT_TIMEOUT_MS: '300', SHARDS: '2', JOB_CACHE_MB: '16' } })
   try {
     const accounts = await seedAccounts(svc, 4, 100_000_000, 'soak')
     let running = true

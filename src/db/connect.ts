@@ -21,3 +21,8 @@ export function connect (url: string, opts: { max?: number } = {}): Sql {
     },
   }) as unknown as Sql
 }
+
+/** `SELECT 1`: the health probe's round trip. */
+export async function ping (sql: Q): Promise<void> {
+  await sql`SELECT 1`
+}

@@ -16,7 +16,7 @@ import { execFileSync, spawnSync } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import { DIST } from './lib/children.js'
+import { DIST, pinRunner, serverCpus } from './lib/children.js'
 import type { Metrics } from './lib/load.js'
 import { fdLimits, loadAvg, machine } from './lib/proc.js'
 import { median, sleep, type BenchOptions, type Check, type Prepared, type Scenario, type Target } from './lib/scenario.js'
@@ -289,7 +289,9 @@ async function main (): Promise<void> {
     await a.end()
   } catch (err) { throw new Error(`cannot reach PostgreSQL at ${o.databaseUrl}: ${err}`) }
   const fd = fdLimits()
-  o.log(`bench: ${names.join(', ')}; ${o.rounds} rounds, ${o.duration} s runs, ${o.connections} connections, ${o.streams} SSE streams; open-file limit ${fd.soft}`)
+  const runnerCpu = pinRunner()
+  const pinning = runnerCpu === null ? null : { loadGenerator: runnerCpu, measured: serverCpus() }
+  o.log(`bench: ${names.join(', ')}; ${o.rounds} rounds, ${o.duration} s runs, ${o.connections} connections, ${o.streams} SSE streams; open-file limit ${fd.soft}${pinning ? `; load generator on CPU ${pinning.loadGenerator}, service and baselines on CPU ${pinning.measured}` : ''}`)
   const results: ScenarioResult[] = []
   for (const name of names) {
     const sc = ALL.find(s => s.name === name)!
@@ -307,7 +309,7 @@ async function main (): Promise<void> {
     machine: { ...host, loadAvgAtEnd: loadAvg() },
     postgres: pgVersion,
     git: { commit: git(['rev-parse', 'HEAD']), dirty: git(['status', '--porcelain']).split('\n').filter(Boolean).length > 0 },
-    options: { ...opts, streams: o.streams, hog, hogCore },
+    options: { ...opts, streams: o.streams, hog, hogCore, pinning },
     table: t,
     scenarios: results,
   }

@@ -133,7 +133,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const services: Services = { providers, config, sql, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, bus, redisLimiter: bus ? new RedisRateLimiter(bus.pub, config.redisPrefix) : null, nodeId, tickets: new Tickets(jwtSecret), metrics, version: await readVersion() }
   const delivery = new DeliveryPool({ databaseUrl, config, version: services.version, onLog: (level, msg) => log[level](msg) }) // webhooks (DESIGN.md 2)
   await delivery.ready()
-  metrics.setSources({ sql, sseOpen: () => sse.size, workerStats: async () => { const [s, d] = await Promise.all([shards.stats(), delivery.stats()]); return d ? [...s, d] : s } })
+  metrics.setSources({ sql, sseOpen: () => sse.size, workerStats: async () => { const [s, d] = await Promise.all([shards.stats(), delivery.stats()]); return [...s, ...d] } })
 
   let doc: unknown = null
   const routes = allRoutes(() => doc, opts.routes)

@@ -4,7 +4,8 @@
  * CPU and memory are measured alone. Children inherit this process's file-descriptor limit
  * (bench/run.ts raises it first).
  */
-import { fork, spawn, type ChildProcess } from 'node:child_process'
+import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process'
+import { availableParallelism } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
@@ -38,6 +39,28 @@ async function terminate (child: ChildProcess, graceMs: number): Promise<void> {
   const t = setTimeout(() => child.kill('SIGKILL'), graceMs)
   await exited(child)
   clearTimeout(t)
+}
+
+/** CPUs of the machine, read before the runner pins itself (availableParallelism follows the affinity). */
+const CPUS = availableParallelism()
+
+/**
+ * BENCH_PIN=1: the runner (and so the load generator) runs on the last CPU and every measured
+ * process (service and baselines alike) on the others, so the load generator does not take CPU
+ * from what it measures. PostgreSQL is not pinned. Null when not pinning (or on one CPU).
+ */
+export function serverCpus (): string | null {
+  const n = CPUS
+  if (!process.env.BENCH_PIN || process.env.BENCH_PIN === '0' || n < 2) return null
+  return n === 2 ? '0' : `0-${n - 2}`
+}
+
+/** Pins this process (the runner, with autocannon) to the last CPU when BENCH_PIN is set. */
+export function pinRunner (): string | null {
+  const n = CPUS
+  if (serverCpus() === null) return null
+  execFileSync('taskset', ['-a', '-p', '-c', String(n - 1), String(process.pid)], { stdio: 'ignore' })
+  return String(n - 1)
 }
 
 export interface ServiceProcess {
@@ -76,7 +99,12 @@ export async function startService (o: ServiceOptions): Promise<ServiceProcess> 
     LOG_LEVEL: 'warn',
     ...o.env,
   }
-  const child = spawn(process.execPath, [...(o.nodeFlags ?? []), join(DIST, 'src/main.js')], { env, cwd: dataDir, stdio: ['ignore', 'pipe', 'pipe'] })
+  const args = [...(o.nodeFlags ?? []), join(DIST, 'src/main.js')]
+  const cpus = serverCpus()
+  // taskset execs node: the pid is node's, and every thread it starts inherits the CPU set.
+  const child = cpus === null
+    ? spawn(process.execPath, args, { env, cwd: dataDir, stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn('taskset', ['-c', cpus, process.execPath, ...args], { env, cwd: dataDir, stdio: ['ignore', 'pipe', 'pipe'] })
   // pino logs (warn and above) go to stdout; crashes to stderr. Both kept, the start line dropped.
   let err = ''
   const keep = (d: string) => { if (err.length < 200_000) err += d.split('\n').filter(l => !l.startsWith('genjobs listening on')).join('\n') }
@@ -125,10 +153,11 @@ export interface BaselineProcess {
  */
 export async function startBaseline (name: string, script: string, env: Record<string, string> = {}): Promise<BaselineProcess> {
   const port = await freePort()
+  const cpus = serverCpus()
   const child = fork(join(DIST, 'bench', script), [], {
     env: { ...process.env as Record<string, string>, PORT: String(port), ...env },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    execArgv: [],
+    ...(cpus === null ? { execArgv: [] } : { execPath: 'taskset', execArgv: ['-c', cpus, process.execPath] }),
   })
   const waiting = new Map<number, (v: any) => void>()
   let next = 1

@@ -4,7 +4,7 @@ import { createLogger } from '../log.js'
 import { Agent, request } from 'undici'
 import type { Config } from '../config.js'
 import { connect, type Sql } from '../db/connect.js'
-import { claimDueDeliveries, disableDelivery, recordAttempt, releaseClaims, type ClaimedDelivery } from '../db/webhooks.js'
+import { claimDueDeliveries, disableDelivery, recordAttempt, recordAttempts, releaseClaims, type AttemptRecord, type ClaimedDelivery } from '../db/webhooks.js'
 import {
   basicAuthOf, CLAIM_LEASE_S, DELIVERY_TIMEOUT_MS, checkDestination, deliveryHeaders, describeError, guardedConnector,
   outcomeOf, type AttemptResult,
@@ -21,8 +21,8 @@ export interface DeliveryInit {
 
 /** Messages from the main thread. */
 export type DeliveryCommand = { type: 'wake' } | { type: 'stop'; graceMs: number } | { type: 'stats'; id: number }
-/** Messages to the main thread. */
-export type DeliveryReport = { type: 'ready' } | { type: 'stopped' } | { type: 'stats'; id: number; stats: StatsSnapshot }
+/** Messages to the main thread. `backlog`: whether claims fill their limit (more rows are due than this worker holds). */
+export type DeliveryReport = { type: 'ready' } | { type: 'stopped' } | { type: 'stats'; id: number; stats: StatsSnapshot } | { type: 'backlog'; deep: boolean }
 
 /** Rows claimed per query; a full batch means more are due, so the loop claims again at once. */
 const BATCH = 200
@@ -34,6 +34,54 @@ const MAX_HELD = 256
 const POLL_MS = 250
 /** At most this much of a failing receiver's answer is kept in last_error. */
 const SNIPPET_BYTES = 200
+
+interface QueuedAttempt { a: AttemptRecord; resolve: () => void; reject: (e: unknown) => void }
+
+/**
+ * Attempts are written in batches (issue 13): while one batch's statement runs, new attempts
+ * queue, and the next batch is ONE statement (recordAttempts) however many it holds; no timer
+ * window, so an idle pool adds no delay. A failed batch is retried row by row, each in its own
+ * transaction, so one bad row never fails or loses another. Callers resolve after the write.
+ */
+class AttemptWriter {
+  private queue: QueuedAttempt[] = []
+  private running: Promise<void> | null = null
+  stats = { statements: 0, attempts: 0 }
+
+  constructor (private readonly sql: Sql) {}
+
+  record (a: AttemptRecord): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ a, resolve, reject })
+      this.running ??= this.drain()
+    })
+  }
+
+  async idle (): Promise<void> {
+    while (this.running !== null) await this.running
+  }
+
+  private async drain (): Promise<void> {
+    // Let this turn's attempts join the first batch.
+    await new Promise<void>(resolve => setImmediate(resolve))
+    while (this.queue.length > 0) {
+      const batch = this.queue
+      this.queue = []
+      try {
+        await recordAttempts(this.sql, batch.map(q => q.a))
+        this.stats.statements++
+        this.stats.attempts += batch.length
+        for (const q of batch) q.resolve()
+      } catch (err) {
+        if (batch.length === 1) { batch[0].reject(err); continue }
+        for (const q of batch) {
+          try { await this.sql.begin(tx => recordAttempt(tx, q.a)); q.resolve() } catch (e) { q.reject(e) }
+        }
+      }
+    }
+    this.running = null
+  }
+}
 
 /**
  * The delivery loop (DESIGN.md 2 and 4): claims due outbox rows with a lease, POSTs them through
@@ -54,7 +102,13 @@ class DeliveryLoop {
   private stopping = false
   private timer: NodeJS.Timeout | null = null
   private readonly stopSignal = new AbortController()
+  /** Controllers of the requests in flight, aborted together on stop. */
+  private readonly live = new Set<AbortController>()
   private idleWaiters: Array<() => void> = []
+
+  private readonly attempts: AttemptWriter
+  /** Last `backlog` state reported to the pool. */
+  private deep = false
 
   constructor (
     private readonly sql: Sql,
@@ -62,7 +116,10 @@ class DeliveryLoop {
     private readonly agent: Agent,
     private readonly cfg: { allowlist: readonly string[]; scale: number; userAgent: string },
     private readonly log: Logger,
-  ) {}
+    private readonly report: (m: DeliveryReport) => void = () => {},
+  ) {
+    this.attempts = new AttemptWriter(sql)
+  }
 
   /** Claim now (or right after the claim in progress). */
   wake = (): void => {
@@ -89,6 +146,7 @@ class DeliveryLoop {
         const rows = await claimDueDeliveries(this.sql, limit, CLAIM_LEASE_S)
         full = rows.length === limit
         this.moreDue = full
+        if (full !== this.deep) { this.deep = full; this.report({ type: 'backlog', deep: full }) }
         for (const r of rows) { this.held.add(r.id); this.waiting.push(r) }
         if (this.stopping) { await this.releaseWaiting(); return }
         this.pump()
@@ -138,7 +196,7 @@ class DeliveryLoop {
     if (result === null) return // stopped mid-request: the claim is released, nothing recorded
     const o = outcomeOf(result, attempt, { scale: this.cfg.scale, registered: d.webhook_id !== null })
     observeDelivery(o.status === 'pending' ? 'retry' : o.status, (result.latencyMs ?? 0) / 1000) // metrics
-    await this.commit.run(tx => recordAttempt(tx, {
+    await this.attempts.record({
       deliveryId: d.id,
       webhookId: d.webhook_id,
       attempt,
@@ -149,7 +207,7 @@ class DeliveryLoop {
       status: o.status,
       delayMs: o.delayMs,
       disableWebhook: o.disableWebhook,
-    }))
+    })
     if (o.status !== 'delivered') {
       this.log.info({ delivery: d.id, attempt, status: o.status, code: result.statusCode, error: result.error }, 'webhook attempt failed')
     }
@@ -164,7 +222,13 @@ class DeliveryLoop {
     const t = Math.floor(Date.now() / 1000)
     const started = performance.now()
     const latency = () => Math.round(performance.now() - started)
-    const signal = AbortSignal.any([AbortSignal.timeout(DELIVERY_TIMEOUT_MS), this.stopSignal.signal])
+    // One controller and one timer per request (issue 13), instead of AbortSignal.any over a
+    // timeout signal and the long-lived stop signal: cheaper, and nothing is registered on the
+    // stop signal per request. The timeout's reason is a TimeoutError, as AbortSignal.timeout's.
+    const ac = new AbortController()
+    const signal = ac.signal
+    const timer = setTimeout(() => ac.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), DELIVERY_TIMEOUT_MS)
+    this.live.add(ac)
     try {
       dest.url.hash = ''
       const headers = deliveryHeaders(d, t, this.cfg.userAgent)
@@ -188,6 +252,9 @@ class DeliveryLoop {
     } catch (err) {
       if (this.stopSignal.signal.aborted) return null
       return { statusCode: null, latencyMs: latency(), error: describeError(err) }
+    } finally {
+      clearTimeout(timer)
+      this.live.delete(ac)
     }
   }
 
@@ -216,7 +283,9 @@ class DeliveryLoop {
     }
     const abandoned = [...this.held]
     this.stopSignal.abort()
+    for (const ac of this.live) ac.abort(this.stopSignal.signal.reason)
     await this.commit.idle()
+    await this.attempts.idle()
     await releaseClaims(this.sql, abandoned).catch(() => {})
   }
 }
@@ -251,7 +320,7 @@ const loop = new DeliveryLoop(sql, new GroupCommit(sql), agent, {
   allowlist: config.webhookAllowlist,
   scale: config.webhookRetryScale,
   userAgent: `genjobs-webhooks/${init.version}`,
-}, log)
+}, log, (m) => parentPort!.postMessage(m))
 
 const listener = await sql.listen('webhook_deliveries', () => loop.wake()).catch((err: unknown) => {
   log.warn({ err }, 'LISTEN webhook_deliveries failed; polling only')

@@ -204,6 +204,55 @@ export async function recordAttempt (tx: Q, a: AttemptRecord): Promise<void> {
   }
 }
 
+/**
+ * Records a batch of attempts (issue 13): one statement for all of them (the attempts INSERT
+ * and the deliveries' UPDATE in one data-modifying CTE over a JSON array), with the same
+ * effect per row as recordAttempt. Attempts that disable their webhook (a 410, rare) go
+ * through recordAttempt after it; with any of those the whole batch is one transaction.
+ */
+export async function recordAttempts (sql: Sql, list: AttemptRecord[]): Promise<void> {
+  const plain = list.filter(a => a.disableWebhook === null || a.webhookId === null)
+  const rest = list.filter(a => !(a.disableWebhook === null || a.webhookId === null))
+  const write = async (q: Q) => {
+    if (plain.length > 0) {
+      // PostgreSQL text cannot hold NUL (a receiver's answer could); the per-row path has the same limit.
+      const rows = plain.map(a => ({
+        delivery_id: a.deliveryId,
+        attempt: a.attempt,
+        attempted_at: a.attemptedAt.toISOString(),
+        status_code: a.statusCode,
+        latency_ms: a.latencyMs,
+        error: a.error === null ? null : a.error.replace(/\0/g, ''),
+        status: a.status,
+        delay_s: (a.delayMs ?? 0) / 1000,
+        delivered_at: a.status === 'delivered' ? new Date(a.attemptedAt.getTime() + (a.latencyMs ?? 0)).toISOString() : null,
+      }))
+      await q`
+        WITH a AS (
+          SELECT * FROM jsonb_to_recordset(${q.json(rows as any)}::jsonb) AS a(delivery_id text, attempt integer,
+            attempted_at timestamptz, status_code integer, latency_ms integer, error text, status text, delay_s float8,
+            delivered_at timestamptz)
+        ), ins AS (
+          INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, status_code, latency_ms, error)
+          SELECT delivery_id, attempt, attempted_at, status_code, latency_ms, error FROM a
+        )
+        UPDATE webhook_deliveries d SET
+          status = a.status, attempts = greatest(d.attempts, a.attempt), claimed_until = NULL,
+          last_status_code = a.status_code, last_error = a.error, last_latency_ms = a.latency_ms,
+          next_attempt_at = CASE WHEN a.status = 'pending'
+            THEN clock_timestamp() + make_interval(secs => a.delay_s) ELSE d.next_attempt_at END,
+          delivered_at = coalesce(d.delivered_at, a.delivered_at)
+        FROM a
+        -- The id list lets the planner find the rows through the primary key whatever it guesses
+        -- for the JSON set (it would otherwise hash-join against a scan of the whole outbox).
+        WHERE d.id = ANY(${plain.map(a => a.deliveryId)}::text[]) AND d.id = a.delivery_id AND CASE WHEN a.status = 'delivered' THEN d.status <> 'delivered' ELSE d.status = 'pending' END`
+    }
+    for (const a of rest) await recordAttempt(q, a)
+  }
+  if (rest.length === 0) await write(sql)
+  else await sql.begin(tx => write(tx))
+}
+
 /** A claimed row whose registered webhook was deleted or disabled: no attempt, just disabled. */
 export async function disableDelivery (tx: Q, id: string, reason: string): Promise<void> {
   await tx`UPDATE webhook_deliveries SET status = 'disabled', claimed_until = NULL, last_error = ${reason} WHERE id = ${id} AND status = 'pending'`

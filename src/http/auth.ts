@@ -3,7 +3,7 @@ import { ApiError } from '../errors.js'
 import type { Sql } from '../db/connect.js'
 import { findAccountById } from '../db/accounts.js'
 import { findKeyByHash } from '../db/keys.js'
-import { hashKey, isWellFormedKey, looksLikeKey } from './api-key.js'
+import { hashKey, isWellFormedKey, KEY_LENGTH, looksLikeKey } from './api-key.js'
 import { verifySession } from './jwt.js'
 import type { Caller, Route, Scope, Tier } from './route.js'
 
@@ -14,6 +14,8 @@ export interface KeyRecord {
   scopes: Scope[]
   expiresAt: number | null
   revoked: boolean
+  /** The Caller of this key, built once per tier (fast path, issue 13). */
+  caller?: Caller
 }
 
 /** Account flags the front end needs per request (the balance lives in the AccountActor). */
@@ -34,6 +36,8 @@ export function tierOf (a: Pick<AccountFlags, 'enterprise' | 'hasPurchased'>): E
 
 interface Cached<T> { v: T; at: number; reloading?: boolean }
 
+const FAST_HASHES = 100_000
+
 /**
  * Resolves credentials (SPEC.md section 5) with a read-through cache: a hot key costs one
  * SHA-256 and two map lookups, no database round trip. Changes made on this node (rotate,
@@ -44,6 +48,12 @@ export class Authenticator {
   private readonly keys = new Map<string, Cached<KeyRecord | null>>()
   private readonly accounts = new Map<number, Cached<AccountFlags | null>>()
   private readonly adminDigest: Buffer
+  /**
+   * Raw key -> its SHA-256 hex, for keys whose record is cached (the fast path skips the
+   * ~1.5 µs hash). Bounded: cleared whole at FAST_HASHES entries; held only in this process's
+   * memory, like the request that carried the key.
+   */
+  private readonly hashes = new Map<string, string>()
   /** key id -> last use time, flushed with the metering batch. */
   readonly lastUsed = new Map<number, number>()
   onInvalidate: ((kind: 'key' | 'account', id: string) => void) | null = null
@@ -54,6 +64,7 @@ export class Authenticator {
 
   invalidateKey (hash: string, broadcast = true): void {
     this.keys.delete(hash)
+    this.hashes.clear()
     if (broadcast) this.onInvalidate?.('key', hash)
   }
 
@@ -119,6 +130,45 @@ export class Authenticator {
     return row
       ? { id: row.id, accountId: row.account_id, scopes: row.scopes as Scope[], expiresAt: row.expires_at ? row.expires_at.getTime() : null, revoked: row.revoked_at !== null }
       : null
+  }
+
+  /**
+   * The synchronous fast path (issue 13): the Caller of a `key` route's request whose API key
+   * (X-API-Key, or Authorization: Bearer gjs_sk_...) and account are cached, fresh, valid and
+   * carry the route's scope; undefined for anything else, which `authenticate` then answers
+   * (errors included). No promise, no allocation on a hit.
+   */
+  fastCaller (route: Route, apiKeyHeader: string, authorization: string): Caller | undefined {
+    if (route.auth !== 'key') return undefined
+    let key: string
+    if (apiKeyHeader !== '') key = apiKeyHeader
+    else if (authorization.length === 7 + KEY_LENGTH && authorization.startsWith('Bearer ')) key = authorization.slice(7)
+    else return undefined
+    let hash = this.hashes.get(key)
+    const memo = hash !== undefined
+    if (hash === undefined) {
+      if (!isWellFormedKey(key)) return undefined
+      hash = hashKey(key)
+    }
+    const now = Date.now()
+    const c = this.keys.get(hash)
+    if (!this.fresh(this.keys, hash, c, now, () => this.loadKey(hash))) return undefined
+    const rec = c!.v
+    if (rec === null || rec.revoked || (rec.expiresAt !== null && rec.expiresAt <= now)) return undefined
+    const a = this.accounts.get(rec.accountId)
+    if (!this.fresh(this.accounts, rec.accountId, a, now, () => this.loadAccount(rec.accountId))) return undefined
+    const acct = a!.v
+    if (acct === null || acct.banned) return undefined
+    if (route.scope !== undefined && !rec.scopes.includes(route.scope)) return undefined
+    if (!memo) {
+      if (this.hashes.size >= FAST_HASHES) this.hashes.clear()
+      this.hashes.set(key, hash)
+    }
+    this.lastUsed.set(rec.id, now)
+    const tier = tierOf(acct)
+    let caller = rec.caller
+    if (caller === undefined || caller.tier !== tier) caller = rec.caller = { kind: 'key', accountId: rec.accountId, keyId: rec.id, tier, scopes: rec.scopes, bucket: `k${rec.id}` }
+    return caller
   }
 
   /** Operator token check, constant time (DESIGN.md section 7). */

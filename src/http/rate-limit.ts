@@ -44,17 +44,24 @@ export class RateLimiter {
 
   /** Counts one request for `bucket` if the window has room. */
   hit (bucket: string, limit: number, nowMs = Date.now()): RateDecision {
+    const remaining = this.take(bucket, limit, nowMs)
+    if (remaining < 0) return { allowed: false, limit, remaining: 0, retryAfter: -remaining }
+    return { allowed: true, limit, remaining, retryAfter: 0 }
+  }
+
+  /**
+   * `hit` without a decision object (the fast path): the requests left in the window after
+   * counting this one, or minus Retry-After (seconds) when it is refused.
+   */
+  take (bucket: string, limit: number, nowMs = Date.now()): number {
     const nowSec = Math.floor(nowMs / 1000)
     let w = this.windows.get(bucket)
     if (!w) { w = new Window(); w.sec = nowSec; this.windows.set(bucket, w) }
     w.advance(nowSec)
-    if (w.total >= limit) {
-      const retryAfter = Math.max(1, w.oldestSecond(nowSec) + WINDOW - nowSec)
-      return { allowed: false, limit, remaining: 0, retryAfter }
-    }
+    if (w.total >= limit) return -Math.max(1, w.oldestSecond(nowSec) + WINDOW - nowSec)
     w.counts[nowSec % WINDOW]++
     w.total++
-    return { allowed: true, limit, remaining: limit - w.total, retryAfter: 0 }
+    return limit - w.total
   }
 
   private gc (): void {

@@ -1,5 +1,5 @@
 import type { TSchema } from '@sinclair/typebox'
-import type { HttpResponse } from 'uWebSockets.js'
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js'
 import type { Readable } from 'node:stream'
 import type { Services } from '../services.js'
 
@@ -109,4 +109,19 @@ export interface Route {
   /** Extra OpenAPI header parameters (Idempotency-Key, Last-Event-ID). */
   headers?: Array<Record<string, unknown>>
   handler: (ctx: RouteContext) => Promise<Reply> | Reply
+  /**
+   * A public route whose answer never changes (the catalogue): the front end serialises it and
+   * builds its header blocks once per format and answers GET/HEAD from them synchronously,
+   * without a context object or a promise (issue 13). `handler` still serves what the fast
+   * path leaves to it (If-None-Match, shutdown).
+   */
+  constant?: Reply
+  /**
+   * The synchronous fast path of an authenticated read (issue 13): called after the caller was
+   * authenticated from the credential caches and before the rate window is counted. Returns
+   * the body (an immutable object, serialised once by identity) or undefined to leave the
+   * request to `handler` (cache miss, not found, anything unusual). Must not throw, must have
+   * no side effects, and must read `req` (path parameters) before returning.
+   */
+  fast?: (req: HttpRequest, caller: Caller, services: Services) => object | undefined
 }

@@ -1,5 +1,4 @@
 import uWS, { type HttpRequest, type HttpResponse, type TemplatedApp } from 'uWebSockets.js'
-import { randomBytes } from 'node:crypto'
 import { Readable } from 'node:stream'
 import type { ValidateFunction } from 'ajv'
 import { ApiError } from '../errors.js'
@@ -31,15 +30,39 @@ function streamBody (res: HttpResponse): Readable {
 
 const BODY_METHODS = new Set(['POST', 'PATCH', 'PUT'])
 const REQUEST_ID_RE = /^[A-Za-z0-9._-]{1,128}$/
-const idPrefix = randomBytes(4).toString('hex')
 let idCounter = 0
+const noop = (): void => {}
+
+/**
+ * Header lines written with one writeHeader call (issue 13): uWS writes `key: value\r\n` as
+ * given, so a value carrying `\r\n`-joined further lines is a precomputed block of headers in
+ * one native call. Only ever built from constants and our own numbers, never from input.
+ */
+function block (headers: Record<string, string>): string {
+  return Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join('\r\n')
+}
+
+/** The precomputed answer of a `constant` route in one format. */
+interface ConstantAnswer {
+  payload: Buffer
+  /** Every header after X-Request-Id, as the value of one Access-Control-Allow-Origin header line. */
+  headers: string
+  etag: string
+}
 
 interface Compiled {
   route: Route
   paramNames: string[]
   body?: ValidateFunction
   query?: ValidateFunction
+  /** Metering endpoint ids of (method, path) and (HEAD, path). */
+  ep: number
+  epHead: number
+  constant?: { json: ConstantAnswer; toon: ConstantAnswer }
 }
+
+const ACAO_JSON = `*\r\nContent-Type: ${CONTENT_TYPE.json}`
+const ACAO_TOON = `*\r\nContent-Type: ${CONTENT_TYPE.toon}\r\nX-TOON-Dict: none`
 
 /** Per-request state kept by the pipeline; `aborted` is set by uWS's onAborted. */
 interface Exchange {
@@ -48,6 +71,10 @@ interface Exchange {
   format: Format
   requestId: string
   started: number
+  /** Counter of a generated request id; NaN when the client gave its own. */
+  reqNum: number
+  /** The route, when one matched (metering interns its endpoint). */
+  c: Compiled | null
   caller: Caller | null
   rate: { limit: number; remaining: number } | null
   abortHooks: Array<() => void> | null
@@ -91,18 +118,30 @@ export class HttpServer {
   }
 
   private register (route: Route): void {
+    const endpoints = this.services.metering.endpoints
     const c: Compiled = {
       route,
       paramNames: (route.path.match(/:[A-Za-z_]+/g) ?? []).map(p => p.slice(1)),
       body: route.schema?.body && !route.rawBody && !route.manualValidation ? compileBody(route.schema.body) : undefined,
       query: route.schema?.query ? compileQuery(route.schema.query) : undefined,
+      ep: endpoints.id(route.method, route.path),
+      epHead: endpoints.id('HEAD', route.path),
     }
-    const handler = (res: HttpResponse, req: HttpRequest) => this.handle(c, res, req, false)
+    if (route.constant !== undefined && route.method === 'GET' && route.auth === 'public') c.constant = { json: this.precompute(route.constant, 'json'), toon: this.precompute(route.constant, 'toon') }
+    let handler = (res: HttpResponse, req: HttpRequest) => this.handle(c, res, req, false)
+    let headHandler = (res: HttpResponse, req: HttpRequest) => this.handle(c, res, req, true)
+    if (c.constant !== undefined) {
+      handler = (res, req) => this.constantAnswer(c, res, req, false)
+      headHandler = (res, req) => this.constantAnswer(c, res, req, true)
+    } else if (route.fast !== undefined && route.method === 'GET' && route.auth === 'key') {
+      handler = (res, req) => this.fastRead(c, res, req, false)
+      headHandler = (res, req) => this.fastRead(c, res, req, true)
+    }
     switch (route.method) {
       case 'GET':
         this.app.get(route.path, handler)
         // HEAD answers every GET route's headers without the body (raw routes opt in).
-        if (!route.rawBody || route.head) this.app.head(route.path, (res, req) => this.handle(c, res, req, true))
+        if (!route.rawBody || route.head) this.app.head(route.path, headHandler)
         break
       case 'POST': this.app.post(route.path, handler); break
       case 'PATCH': this.app.patch(route.path, handler); break
@@ -111,20 +150,106 @@ export class HttpServer {
     }
   }
 
+  /** The serialised body and header block of a constant reply (the ETag carries the format, as in send()). */
+  private precompute (reply: Reply, format: Format): ConstantAnswer {
+    const etag = reply.etag === undefined ? '' : format === 'json' ? reply.etag : reply.etag.replace(/"$/, `-${format}"`)
+    const h: Record<string, string> = { ...reply.headers }
+    if (etag !== '') { h.ETag = etag; h.Vary = 'Accept' }
+    h['Content-Type'] = CONTENT_TYPE[format]
+    if (format === 'toon') h['X-TOON-Dict'] = 'none'
+    return { payload: serialize(reply.body, format, true), headers: `*\r\n${block(h)}`, etag }
+  }
+
+  /**
+   * GET/HEAD of a `constant` route (the catalogue), synchronously inside uWS's handler (which
+   * is corked): two header writes, one end. Conditional requests and shutdown take the full path.
+   */
+  private constantAnswer (c: Compiled, res: HttpResponse, req: HttpRequest, head: boolean): void {
+    if (this.closing || req.getHeader('if-none-match') !== '') { this.handle(c, res, req, head); return }
+    const started = performance.now()
+    const given = req.getHeader('x-request-id')
+    const a = req.getHeader('accept').includes('application/toon') ? c.constant!.toon : c.constant!.json
+    let reqNum = NaN
+    let requestId: string
+    if (given !== '' && REQUEST_ID_RE.test(given)) requestId = given
+    else { reqNum = ++idCounter; requestId = `req_${this.services.metering.reqPrefix}${reqNum.toString(36)}` }
+    res.writeHeader('X-Request-Id', requestId)
+    res.writeHeader('Access-Control-Allow-Origin', a.headers)
+    // uWS counts a HEAD answer (a Content-Length and no body) as not yet complete: it needs an abort handler.
+    if (head) { res.onAborted(noop); res.endWithoutBody(a.payload.length) }
+    else res.end(a.payload)
+    this.meterFast(c, head, started, NaN, NaN, reqNum, requestId, req, false)
+  }
+
+  /**
+   * GET/HEAD of an authenticated read with a `fast` handler (GET /v1/jobs/{id}): key and
+   * account from the credential caches, the view from the job cache, the rate window counted,
+   * and the answer written synchronously inside uWS's handler, with no context object, no
+   * promise and one header write besides the status. Anything the caches cannot answer (a miss,
+   * an error to report, a query string, Redis rate windows) goes to the full pipeline before
+   * any side effect.
+   */
+  private fastRead (c: Compiled, res: HttpResponse, req: HttpRequest, head: boolean): void {
+    const services = this.services
+    if (this.closing || services.redisLimiter !== null || req.getQuery()) { this.handle(c, res, req, head); return }
+    const apiKey = req.getHeader('x-api-key')
+    const caller = services.auth.fastCaller(c.route, apiKey, apiKey === '' ? req.getHeader('authorization') : '')
+    const body = caller === undefined ? undefined : c.route.fast!(req, caller, services)
+    if (body === undefined) { this.handle(c, res, req, head); return }
+    const started = performance.now()
+    const given = req.getHeader('x-request-id')
+    const format: Format = req.getHeader('accept').includes('application/toon') ? 'toon' : 'json'
+    let reqNum = NaN
+    let requestId: string
+    if (given !== '' && REQUEST_ID_RE.test(given)) requestId = given
+    else { reqNum = ++idCounter; requestId = `req_${services.metering.reqPrefix}${reqNum.toString(36)}` }
+    const limit = services.config.tierLimits[caller!.tier].rpm
+    const remaining = services.limiter.take(caller!.bucket, limit)
+    if (remaining < 0) {
+      // Refused: the ordinary error answer (rare, so the Exchange costs nothing that matters).
+      const ex: Exchange = { route: c.route.path, res, aborted: false, format, requestId, reqNum, c, started, caller: caller!, rate: { limit, remaining: 0 }, abortHooks: null, wrote: false, paramError: null }
+      const e = new ApiError('RATE_LIMIT_EXCEEDED', `Rate limit of ${limit} requests per minute exceeded; retry in ${-remaining} s`, { retry_after: -remaining })
+      e.headers = { 'Retry-After': String(-remaining) }
+      this.fail(ex, e, head ? 'HEAD' : c.route.method, c.route.path)
+      return
+    }
+    const payload = serialize(body, format, true)
+    res.writeHeader('X-Request-Id', `${requestId}\r\nX-RateLimit-Limit: ${limit}\r\nX-RateLimit-Remaining: ${remaining}\r\nAccess-Control-Allow-Origin: ${format === 'json' ? ACAO_JSON : ACAO_TOON}`)
+    if (head) { res.onAborted(noop); res.endWithoutBody(payload.length) }
+    else res.end(payload)
+    this.meterFast(c, head, started, caller!.accountId, caller!.keyId ?? NaN, reqNum, requestId, req, true)
+  }
+
+  /**
+   * Meters a 200 of the fast paths exactly as finish() would: a route with path parameters is
+   * metered under the requested path (`byUrl`), as the full pipeline does for its answers.
+   */
+  private meterFast (c: Compiled, head: boolean, started: number, account: number, key: number, reqNum: number, requestId: string, req: HttpRequest, byUrl: boolean): void {
+    const now = performance.now()
+    const { log, metering } = this.services
+    const method = head ? 'HEAD' : c.route.method
+    const url = byUrl ? req.getUrl() : null
+    if (log.isLevelEnabled('info')) log.info({ reqId: requestId, method, url: url ?? c.route.path, status: 200, ms: Math.round((now - started) * 100) / 100 }, 'request')
+    metering.push(Date.now(), account, key, url !== null ? -1 : head ? c.epHead : c.ep, method, url, 200, 0, now - started, reqNum, Number.isNaN(reqNum) ? requestId : null)
+    this.services.metrics.request(c.route.path, method, 200, now - started) // GET /metrics (src/metrics.ts)
+  }
+
   private begin (res: HttpResponse, req: HttpRequest, route = 'unmatched'): Exchange {
-    const ex: Exchange = { route, res, aborted: false, format: 'json', requestId: '', started: performance.now(), caller: null, rate: null, abortHooks: null, wrote: false, paramError: null }
+    const ex: Exchange = { route, res, aborted: false, format: 'json', requestId: '', reqNum: NaN, c: null, started: performance.now(), caller: null, rate: null, abortHooks: null, wrote: false, paramError: null }
     res.onAborted(() => {
       ex.aborted = true
       if (ex.abortHooks) for (const fn of ex.abortHooks.splice(0)) { try { fn() } catch {} }
     })
     const given = req.getHeader('x-request-id')
-    ex.requestId = given !== '' && REQUEST_ID_RE.test(given) ? given : `req_${idPrefix}${(++idCounter).toString(36)}`
+    if (given !== '' && REQUEST_ID_RE.test(given)) ex.requestId = given
+    else { ex.reqNum = ++idCounter; ex.requestId = `req_${this.services.metering.reqPrefix}${ex.reqNum.toString(36)}` }
     ex.format = negotiate(req.getHeader('accept') || undefined)
     return ex
   }
 
   private handle (c: Compiled, res: HttpResponse, req: HttpRequest, head: boolean): void {
     const ex = this.begin(res, req, c.route.path)
+    ex.c = c
     // Copy everything from HttpRequest now: it is invalid after this function returns.
     const headers: Record<string, string> = {}
     req.forEach((k, v) => { headers[k] = v })
@@ -309,20 +434,20 @@ export class HttpServer {
   }
 
   private finish (ex: Exchange, status: number, method: string, ctx: RouteContext | undefined, endpoint: string): void {
-    const ms = performance.now() - ex.started
+    const now = performance.now()
+    const ms = now - ex.started
     const { log, metering } = this.services
     if (log.isLevelEnabled('info')) log.info({ reqId: ex.requestId, method, url: ctx?.path ?? endpoint, status, ms: Math.round(ms * 100) / 100 }, 'request')
-    metering.record({
-      at: new Date(),
-      account_id: ex.caller && ex.caller.kind !== 'admin' ? ex.caller.accountId : null,
-      key_id: ex.caller?.keyId ?? null,
-      method,
-      endpoint,
-      status,
-      credits: ctx?.meter.credits ?? 0,
-      latency_ms: ms,
-      request_id: ex.requestId,
-    })
+    // A route's own (method, path) is interned; anything else (requested paths, unknown URLs) is kept as given.
+    const c = ex.c
+    const ep = c !== null && endpoint === c.route.path ? (method === 'HEAD' ? c.epHead : method === c.route.method ? c.ep : -1) : -1
+    metering.push(
+      Date.now(),
+      ex.caller && ex.caller.kind !== 'admin' ? ex.caller.accountId : NaN,
+      ex.caller?.keyId ?? NaN,
+      ep, method, endpoint, status, ctx?.meter.credits ?? 0, ms,
+      ex.reqNum, Number.isNaN(ex.reqNum) ? ex.requestId : null,
+    )
     this.services.metrics.request(ex.route, method, status, ms) // GET /metrics (src/metrics.ts)
   }
 

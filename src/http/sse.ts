@@ -11,7 +11,7 @@ class Stream {
   /** Last event id written (monotonic per job). */
   lastId = 0
   /** Latest undelivered event while the socket is backpressured (coalesced). */
-  pending: string | null = null
+  pending: Buffer | null = null
   pendingDone = false
   blocked = false
   closed = false
@@ -30,13 +30,17 @@ function statusData (v: JobView): string {
   return JSON.stringify(d)
 }
 
-/** `event: status` then, for a terminal job, `event: done` (which ends the stream). */
-function framesOf (v: JobView, withStatus: boolean): { text: string; id: number; done: boolean } {
+/**
+ * `event: status` then, for a terminal job, `event: done` (which ends the stream). Encoded to
+ * bytes once per job change (issue 13): every stream of the job is sent the same Buffer, with
+ * no per-stream string conversion.
+ */
+function framesOf (v: JobView, withStatus: boolean): { text: Buffer; id: number; done: boolean } {
   const id = eventIdOf(v)
   const done = TERMINAL.has(v.status)
   let text = withStatus ? `id: ${id}\nevent: status\ndata: ${statusData(v)}\n\n` : ''
   if (done) text += `id: ${id + 1}\nevent: done\ndata: ${JSON.stringify({ id: v.id, status: v.status })}\n\n`
-  return { text, id: done ? id + 1 : id, done }
+  return { text: Buffer.from(text), id: done ? id + 1 : id, done }
 }
 
 /**
@@ -89,7 +93,7 @@ export class SseHub {
     const f = framesOf(view, eventIdOf(view) > lastEventId)
     // A retry hint, and an initial comment so proxies and clients see the stream open at once.
     res.write(`retry: 3000\n: stream for ${view.id}\n\n`)
-    if (f.text) { res.write(f.text); s.lastId = Math.max(s.lastId, f.id) }
+    if (f.text.length > 0) { res.write(f.text); s.lastId = Math.max(s.lastId, f.id) }
     // done was already seen too: close at once.
     if (f.done) { s.closed = true; res.end(); this.forget(s); return }
     let set = this.byJob.get(view.id)
@@ -119,7 +123,7 @@ export class SseHub {
     }
   }
 
-  private write (s: Stream, text: string, done: boolean): void {
+  private write (s: Stream, text: Buffer, done: boolean): void {
     if (done) {
       // The last frames and the end of the response in one cork: one send per stream, which
       // matters when one job change fans out to thousands of streams.

@@ -16,16 +16,18 @@ const u = await paidUser(s, 10_000)
 const hits = new Map<string, number[]>()
 const listeners: Array<() => void> = []
 const metering = s.app.services.metering
-const record = metering.record.bind(metering)
-metering.record = (r) => {
-  const m = /^\/v1\/sse\/jobs\/([^/?]+)/.exec(r.endpoint)
-  if (m && r.method === 'GET') {
+const push = metering.push.bind(metering)
+metering.push = (atMs, account, key, ep, method, url, status, ...rest) => {
+  const path = ep >= 0 ? metering.endpoints.path[ep] : url
+  const verb = ep >= 0 ? metering.endpoints.method[ep] : method
+  const m = /^\/v1\/sse\/jobs\/([^/?]+)/.exec(path ?? '')
+  if (m && verb === 'GET') {
     const list = hits.get(m[1]) ?? []
-    list.push(r.status)
+    list.push(status)
     hits.set(m[1], list)
     for (const l of [...listeners]) l()
   }
-  return record(r)
+  return push(atMs, account, key, ep, method, url, status, ...rest)
 }
 /** Resolves once `pred` holds over the hits (checked on every stream request). */
 function until (pred: () => boolean, timeoutMs = 15_000): Promise<void> {

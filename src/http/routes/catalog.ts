@@ -21,6 +21,7 @@ export const routes: Route[] = [
     schema: { response: { 200: ModelsResponse } },
     // A fresh Reply each time (the front end may add headers); the body is always the same object.
     handler: () => ({ body: modelsResponse, etag: MODELS_ETAG, headers: { 'Cache-Control': CACHE_CONTROL } }),
+    constant: { body: modelsResponse, etag: MODELS_ETAG, headers: { 'Cache-Control': CACHE_CONTROL } },
   },
   {
     method: 'GET',
@@ -30,5 +31,6 @@ export const routes: Route[] = [
     tag: 'Discovery',
     schema: { response: { 200: PricingResponse } },
     handler: () => ({ body: pricingResponse, etag: PRICING_ETAG, headers: { 'Cache-Control': CACHE_CONTROL } }),
+    constant: { body: pricingResponse, etag: PRICING_ETAG, headers: { 'Cache-Control': CACHE_CONTROL } },
   },
 ]

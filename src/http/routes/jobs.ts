@@ -74,6 +74,14 @@ export const routes: Route[] = [
       // Views are replaced, never changed, when a job moves: polled ones are serialised once.
       return { body: await ownJob(ctx, ctx.params.id), immutable: true }
     },
+    // A cached view of the caller's own job, answered synchronously; anything else (an id with
+    // escapes, a view not cached, another account's job) takes the handler above.
+    fast (req, caller, services) {
+      const id = req.getParameter(0)
+      if (id === undefined || id.includes('%')) return undefined
+      const e = services.jobs.get(id)
+      return e !== undefined && e.accountId === caller.accountId ? e.view : undefined
+    },
   },
   {
     method: 'DELETE',

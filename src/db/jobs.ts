@@ -161,11 +161,20 @@ export async function claimJobs (sql: Q, node: string, shard: number, shards: nu
     RETURNING *`
 }
 
-/** Renews the leases of the jobs this node runs; returns the ids still running here. */
+/**
+ * Renews the leases of the jobs this node runs; returns the ids still running here.
+ * Rows another transaction holds right now (a group commit moving them) are skipped, not
+ * waited for: waiting made renewal and multi-row commits deadlock (bench job-lifecycle saw
+ * "deadlock detected"). A skipped row keeps its lease (3 renewals long) and is renewed next
+ * time; whether it is still ours is read without locks.
+ */
 export async function renewLeases (sql: Q, node: string, ids: string[]): Promise<Set<string>> {
   if (ids.length === 0) return new Set()
-  const rows = await sql<{ id: string }[]>`UPDATE jobs SET lease_until = now() + make_interval(secs => ${LEASE_MS / 1000})
-    WHERE id = ANY(${ids}::text[]) AND owner = ${node} AND status IN ('queued', 'submitted', 'processing') RETURNING id`
+  await sql`UPDATE jobs SET lease_until = now() + make_interval(secs => ${LEASE_MS / 1000})
+    WHERE id IN (SELECT id FROM jobs WHERE id = ANY(${ids}::text[]) AND owner = ${node}
+      AND status IN ('queued', 'submitted', 'processing') FOR UPDATE SKIP LOCKED)`
+  const rows = await sql<{ id: string }[]>`SELECT id FROM jobs
+    WHERE id = ANY(${ids}::text[]) AND owner = ${node} AND status IN ('queued', 'submitted', 'processing')`
   return new Set(rows.map(r => r.id))
 }
 
@@ -175,10 +184,13 @@ export async function renewLeases (sql: Q, node: string, ids: string[]): Promise
  */
 export async function saveProgress (sql: Q, rows: Array<{ id: string; progress: number; updated_at: Date }>): Promise<void> {
   if (rows.length === 0) return
+  // Rows being committed right now are skipped (never waited for: no deadlock with a group
+  // commit); their progress is shown from memory anyway and written by the next transition.
   await sql`UPDATE jobs SET progress = v.progress, updated_at = v.updated_at
     FROM (SELECT * FROM unnest(${rows.map(r => r.id)}::text[], ${rows.map(r => r.progress)}::int[], ${rows.map(r => r.updated_at.toISOString())}::timestamptz[])
       AS t(id, progress, updated_at)) v
-    WHERE jobs.id = v.id AND jobs.status IN ('queued', 'submitted', 'processing')`
+    WHERE jobs.id = v.id AND jobs.id IN (SELECT id FROM jobs WHERE id = ANY(${rows.map(r => r.id)}::text[])
+      AND status IN ('queued', 'submitted', 'processing') FOR UPDATE SKIP LOCKED)`
 }
 
 export interface JobFilter { status?: string; model?: string; type?: string; limit: number; offset: number }

@@ -1,3 +1,5 @@
+import { activeJobsByStatus } from './db/jobs.js'
+import { outboxLag } from './db/outbox.js'
 import { Counter, Gauge, Registry } from 'prom-client'
 import type { Sql } from './db/connect.js'
 import { Hist, type HistSnap, type StatsSnapshot } from './worker-stats.js'
@@ -163,14 +165,12 @@ export class Metrics {
     if (src) {
       const [snaps, states, outbox] = await Promise.all([
         src.workerStats(),
-        src.sql<{ status: string; n: number }[]>`SELECT status, count(*)::int AS n FROM jobs WHERE status IN ('queued', 'submitted', 'processing') GROUP BY status`.catch(() => null),
-        src.sql<{ lag: number | null; pending: number }[]>`
-          SELECT extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE next_attempt_at <= now()))::float8 AS lag, count(*)::int AS pending
-          FROM webhook_deliveries WHERE status = 'pending'`.catch(() => null),
+        activeJobsByStatus(src.sql).catch(() => null),
+        outboxLag(src.sql).catch(() => null),
       ])
       this.snaps = snaps
       if (states) this.jobsByState = Object.fromEntries(states.map(r => [r.status, r.n]))
-      if (outbox) { this.outboxLagSeconds = Math.max(0, outbox[0]?.lag ?? 0); this.outboxPending = outbox[0]?.pending ?? 0 }
+      if (outbox !== null) { this.outboxLagSeconds = Math.max(0, outbox?.lag ?? 0); this.outboxPending = outbox?.pending ?? 0 }
     }
     return this.registry.metrics()
   }

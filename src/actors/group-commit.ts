@@ -1,9 +1,15 @@
 import { isDbUnavailable, type Sql, type Tx } from '../db/connect.js'
+import { chargeAndInsertJobs, type NewJob } from '../db/jobs.js'
+import { completeJob, completeJobs, createJob, type Completion, type History, type VideoMedia } from '../db/ledger.js'
+import type { JobRow } from '../jobs/view.js'
 import { observeCommit } from '../worker-stats.js'
 /** A unit of durable work: the SQL of one mutation, run inside a shared transaction. */
 export type Work<T> = (tx: Tx) => Promise<T>
 
 interface Item { work: Work<unknown>; resolve: (v: unknown) => void; reject: (e: unknown) => void }
+
+/** What a creation's charge committed: the account's balance and free videos right after it. */
+export interface Charged { credits: number; free_videos_used: number }
 
 /**
  * Group commit (DESIGN.md section 3): while one transaction is in flight, new mutations queue;
@@ -16,7 +22,7 @@ export class GroupCommit {
   private queue: Item[] = []
   private inFlight: Promise<void> | null = null
   /** Number of transactions committed, and of items in them (tests, metrics). */
-  stats = { transactions: 0, items: 0, fallbacks: 0 }
+  stats = { transactions: 0, items: 0, fallbacks: 0, together: 0 }
 
   /**
    * `txTimeoutMs`: a transaction not settled by then fails its batch as "database unavailable"
@@ -30,6 +36,29 @@ export class GroupCommit {
       this.queue.push({ work, resolve: resolve as (v: unknown) => void, reject })
       if (this.inFlight === null) this.inFlight = this.drain()
     })
+  }
+
+  /**
+   * A creation (src/db/ledger.ts createJob). The creations of one batch are written together:
+   * one UPDATE of the accounts, one INSERT of the ledger entries, one INSERT of the jobs
+   * (chargeAndInsertJobs); an account that statement could not charge has its creations run
+   * one by one in the same transaction. Resolves with the balance this creation's charge left.
+   */
+  create (row: NewJob & JobRow, after?: Work<void>): Promise<Charged> {
+    const alone = async (tx: Tx) => { const b = await createJob(tx, row); if (after) await after(tx); return b }
+    // A creation with more to write (a real route's submission and history) runs alone.
+    return this.run(after ? alone : Object.assign(alone, { creation: row }))
+  }
+
+  /**
+   * A completion (src/db/ledger.ts completeJob); a batch's plain completions (no upstream
+   * history, not videos) are written together (completeJobs: one UPDATE, one INSERT per
+   * table). Resolves false when the job already was terminal.
+   */
+  complete (c: Completion, o: { history?: History | null; media?: VideoMedia } = {}): Promise<boolean> {
+    const alone = (tx: Tx) => completeJob(tx, c.row, c.resultUrl, c.at, o)
+    const plain = !o.history && c.row.type !== 'video' && c.row.type !== 'extend'
+    return this.run(plain ? Object.assign(alone, { completion: c }) : alone)
   }
 
   /** Resolves once everything queued so far is committed (or failed). */
@@ -67,7 +96,9 @@ export class GroupCommit {
         // roll back while siblings are still mid-work; their later statements would then run on
         // the released connection outside any transaction (autocommitted), and the per-item
         // retry below would apply them a second time.
-        const settled = await Promise.allSettled(batch.map(i => i.work(tx)))
+        const together = await this.createTogether(tx, batch)
+        await this.completeTogether(tx, batch, together)
+        const settled = await Promise.allSettled(batch.map((i, n) => together[n] ?? i.work(tx)))
         const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected')
         if (failed) throw failed.reason
         return settled.map(r => (r as PromiseFulfilledResult<unknown>).value)
@@ -90,5 +121,38 @@ export class GroupCommit {
     this.stats.items += batch.length
     observeCommit(batch.length, (performance.now() - started) / 1000) // metrics (src/worker-stats.ts)
     for (let i = 0; i < batch.length; i++) batch[i].resolve(results[i])
+  }
+
+  /** The batch's creations as one statement; per item its result, or undefined to run alone. */
+  private async createTogether (tx: Tx, batch: Item[]): Promise<Array<Promise<unknown> | undefined>> {
+    const rows = batch.map(i => (i.work as { creation?: NewJob & JobRow }).creation)
+    const creations = rows.filter((r): r is NewJob & JobRow => r !== undefined && r.status !== 'completed')
+    if (creations.length < 2) return new Array(batch.length)
+    const charged = await chargeAndInsertJobs(tx, creations)
+    this.stats.together += creations.length
+    // Each creation's own balance: the account's final one plus what its later jobs cost.
+    const later = new Map<number, number>()
+    const out: Array<Promise<Charged> | undefined> = new Array(batch.length)
+    for (let n = batch.length - 1; n >= 0; n--) {
+      const r = rows[n]
+      if (r === undefined || r.status === 'completed') continue
+      const c = charged.get(r.account_id)
+      if (c === undefined) continue
+      const after = later.get(r.account_id) ?? 0
+      out[n] = Promise.resolve({ credits: c.credits + after, free_videos_used: c.free_videos_used })
+      later.set(r.account_id, after + r.credits_charged)
+    }
+    return out
+  }
+
+  /** The batch's completions as one set of statements; fills `out` for them. */
+  private async completeTogether (tx: Tx, batch: Item[], out: Array<Promise<unknown> | undefined>): Promise<void> {
+    const idx: number[] = []
+    for (let n = 0; n < batch.length; n++) if ((batch[n].work as { completion?: Completion }).completion) idx.push(n)
+    if (idx.length < 2) return
+    const items = idx.map(n => (batch[n].work as unknown as { completion: Completion }).completion)
+    const done = await completeJobs(tx, items)
+    this.stats.together += items.length
+    idx.forEach((n, k) => { out[n] = Promise.resolve(done.has(items[k].row.id)) })
   }
 }

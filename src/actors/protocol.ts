@@ -2,84 +2,15 @@ import type { Config } from '../config.js'
 import type { JobView } from '../jobs/view.js'
 import type { UpstreamState } from '../providers/upstream.js'
 import type { RouteState } from '../providers/registry.js'
+import type { AccountView, BatchItemView, BatchView, CreatedJobView, JobCaller, JobOrder } from '../domain.js'
 
 /**
  * Every message that crosses a thread boundary (DESIGN.md section 2, "Message passing").
  * Only plain data crosses; errors cross as codes of src/errors.ts and are rebuilt on arrival.
- * Messages are batched per event-loop turn and msgpackr-encoded (src/actors/port.ts).
+ * Messages are batched per event-loop turn and cross as plain objects (src/actors/port.ts).
  */
 
-/** An account's state as the AccountActor holds it. */
-export interface AccountView {
-  id: number
-  email: string
-  credits: number
-  has_purchased: boolean
-  enterprise: boolean
-  banned: boolean
-  credits_locked: boolean
-  email_verified: boolean
-  /** Videos made before the first purchase (free trial, SPEC.md 1.8). */
-  free_videos_used: number
-}
-
-/** A validated, priced job request as the front end hands it to the account's shard. */
-export interface JobSpec {
-  type: 'video' | 'image' | 'audio' | 'extend'
-  model: string
-  prompt: string | null
-  credits: number
-  estimated_seconds: number
-  /** The normalised request (src/catalog/validate.ts), stored on the job. */
-  request: Record<string, unknown>
-  /** Text where simulated-provider directives are looked for. */
-  directiveText: string
-  /** extend: the caller's completed veo3 job. */
-  source_job_id?: string | null
-}
-
-/** Who asks for a job and under which limits (from the front end's auth). */
-export interface JobCaller {
-  accountId: number
-  /** API key id; null for a dashboard session. */
-  keyId: number | null
-  /** In-flight jobs allowed for this key (tier max_concurrent). */
-  maxConcurrent: number
-}
-
-/** CreatedJob (SPEC.md 2.2); voiceover adds result_url (it completes synchronously). */
-export interface CreatedJobView {
-  id: string
-  status: string
-  model: string
-  credits_charged: number
-  remaining_credits: number
-  estimated_seconds: number
-  result_url?: string | null
-  /** Generated for a per-job webhook_url sent without a secret; returned once. */
-  webhook_secret?: string
-  replayed?: true
-}
-
-/** Per-item result of POST /v1/batch (DESIGN.md 7). */
-export interface BatchItemView {
-  index: number
-  type: 'video' | 'image' | null
-  status: number | null
-  job?: CreatedJobView
-  error?: { error: true; code: string; message: string; [k: string]: unknown }
-}
-
-export interface BatchView {
-  results: BatchItemView[]
-  estimated_credits: number
-  credits_charged: number
-  remaining_credits: number
-  replayed?: true
-}
-
-/** Kinds of credit ledger entries (DESIGN.md section 3). */
-export type CreditKind = 'grant' | 'purchase' | 'charge' | 'refund' | 'adjustment'
+export type { AccountView, BatchItemView, BatchView, CreatedJobView, CreditKind, JobCaller, JobOrder, JobSpec } from '../domain.js'
 
 /** Requests from the main thread to a shard, keyed by tag, with their reply types. */
 export interface ShardRequests {
@@ -94,14 +25,14 @@ export interface ShardRequests {
   'account.reload': { req: { accountId: number }; res: AccountView }
   /** Creates a job: checks, charge, provider submission, commit (DESIGN.md sections 3 and 5). */
   'job.create': {
-    req: JobCaller & { spec: JobSpec; idempotencyKey?: string; fingerprint?: string }
+    req: JobCaller & { spec: JobOrder; idempotencyKey?: string; fingerprint?: string }
     res: { created: CreatedJobView; replayed: boolean }
   }
   /** DELETE /jobs/{id}: queued -> cancelled with a full refund, else CANNOT_CANCEL. */
   'job.cancel': { req: { accountId: number; jobId: string }; res: JobView }
   /** POST /batch: items priced, charged and submitted in order (SPEC.md 4.7). */
   'batch.create': {
-    req: JobCaller & { items: Array<{ index: number; type: 'video' | 'image' | null; spec?: JobSpec; error?: BatchItemView['error'] & { status: number } }>; idempotencyKey?: string; fingerprint?: string }
+    req: JobCaller & { items: Array<{ index: number; type: 'video' | 'image' | null; spec?: JobOrder; error?: BatchItemView['error'] & { status: number } }>; idempotencyKey?: string; fingerprint?: string }
     res: BatchView
   }
   /** A content-policy hit: counts it and suspends the account at the threshold. */
@@ -125,9 +56,15 @@ export type ShardMsg = { [K in ShardTag]: { type: K } & ShardRequests[K]['req'] 
 /** A request envelope: `id` pairs it with its reply. */
 export interface Envelope { id: number; msg: ShardMsg }
 
+/** Any request's reply value. */
+export type ShardReply = ShardRequests[ShardTag]['res']
+
+/** A shard's handler for each request type, returning that type's reply (typed both ways). */
+export type ShardHandlers = { [K in ShardTag]: (msg: { type: K } & ShardRequests[K]['req']) => Promise<ShardRequests[K]['res']> }
+
 /** A reply envelope. */
 export type ReplyEnvelope =
-  | { id: number; ok: true; value: unknown }
+  | { id: number; ok: true; value: ShardReply }
   | { id: number; ok: false; code: string; message: string; extra?: Record<string, unknown> }
 
 /** Events a shard pushes to the main thread unasked (job status changes, ...). */

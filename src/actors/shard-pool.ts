@@ -1,12 +1,12 @@
-import { Worker } from 'node:worker_threads'
 import { ApiError, errorFromWire } from '../errors.js'
 import type { Config } from '../config.js'
-import { BatchedPort, decodeBatch } from './port.js'
-import type { ShardEvent, ShardInit, ShardMsg, ShardRequests, ShardTag } from './protocol.js'
+import { BatchedPort } from './port.js'
+import { ManagedWorker } from './worker-lifecycle.js'
+import type { Batch, ShardEvent, ShardInit, ShardMsg, ShardReply, ShardRequests, ShardTag } from './protocol.js'
 
-interface Pending { resolve: (v: any) => void; reject: (e: Error) => void; deadline: number; shard: number }
+interface Pending { resolve: (v: ShardReply) => void; reject: (e: Error) => void; deadline: number; shard: number }
 
-interface Slot { worker: Worker; port: BatchedPort; ready: Promise<void> }
+interface Slot { worker: ManagedWorker<Batch>; port: BatchedPort }
 
 export interface ShardPoolOptions {
   shards: number
@@ -33,8 +33,6 @@ export class ShardPool {
   private closing = false
   private readonly sweep: NodeJS.Timeout
   readonly size: number
-  /** Restarts so far (observability and tests). */
-  restarts = 0
 
   constructor (private readonly opts: ShardPoolOptions) {
     this.size = opts.shards
@@ -45,7 +43,10 @@ export class ShardPool {
   }
 
   /** Resolves when every shard has loaded and connected. */
-  async ready (): Promise<void> { await Promise.all(this.slots.map(s => s.ready)) }
+  async ready (): Promise<void> { await Promise.all(this.slots.map(s => s.worker.ready)) }
+
+  /** Restarts so far (observability and tests). */
+  get restarts (): number { return this.slots.reduce((n, s) => n + s.worker.restarts, 0) }
 
   shardOf (accountId: number): number { return accountId % this.size }
 
@@ -64,43 +65,32 @@ export class ShardPool {
 
   private spawn (shard: number): Slot {
     const init: ShardInit = { shard, shards: this.opts.shards, databaseUrl: this.opts.databaseUrl, config: this.opts.config, nodeId: this.opts.nodeId }
-    const worker = new Worker(new URL('./shard-worker.js', import.meta.url), { workerData: init })
-    const port = new BatchedPort(worker)
-    let markReady: () => void = () => {}
-    let failReady: (e: Error) => void = () => {}
-    const ready = new Promise<void>((resolve, reject) => { markReady = resolve; failReady = reject })
-    ready.catch(() => {})
-    worker.on('message', (data: Uint8Array) => {
-      const b = decodeBatch(data)
-      if (b.rep) {
-        for (const r of b.rep) {
-          const p = this.pending.get(r.id)
-          if (!p) continue
-          this.pending.delete(r.id)
-          if (r.ok) p.resolve(r.value)
-          else p.reject(errorFromWire(r.code, r.message, r.extra))
+    const worker = new ManagedWorker<Batch>({
+      url: new URL('./shard-worker.js', import.meta.url),
+      data: () => init,
+      name: `shard ${shard}`,
+      onMessage: (b, ready) => {
+        if (b.rep) {
+          for (const r of b.rep) {
+            const p = this.pending.get(r.id)
+            if (!p) continue
+            this.pending.delete(r.id)
+            if (r.ok) p.resolve(r.value)
+            else p.reject(errorFromWire(r.code, r.message, r.extra))
+          }
         }
-      }
-      if (b.ev) {
-        for (const ev of b.ev) {
-          if (ev.type === 'shard.ready') markReady()
-          else this.opts.onEvent?.(ev)
+        if (b.ev) {
+          for (const ev of b.ev) {
+            if (ev.type === 'shard.ready') ready()
+            else this.opts.onEvent?.(ev)
+          }
         }
-      }
+      },
+      onExit: () => this.failPending(shard, `shard ${shard} exited`),
+      onRestart: () => this.opts.onRestart?.(shard, this.size),
+      onLog: this.opts.onLog,
     })
-    worker.on('error', (err) => {
-      this.opts.onLog?.('error', `shard ${shard} crashed: ${err?.stack ?? err}`)
-      failReady(err)
-    })
-    worker.on('exit', (code) => {
-      this.failPending(shard, `shard ${shard} exited`)
-      if (this.closing) return
-      this.opts.onLog?.('warn', `shard ${shard} exited with code ${code}; restarting`)
-      this.restarts++
-      this.slots[shard] = this.spawn(shard)
-      this.opts.onRestart?.(shard, this.size)
-    })
-    return { worker, port, ready }
+    return { worker, port: new BatchedPort({ postMessage: (v) => worker.post(v) }) }
   }
 
   private failPending (shard: number, why: string): void {
@@ -127,17 +117,16 @@ export class ShardPool {
   }
 
   /** Test hook: kills one worker as a crash would. */
-  async crash (shard: number): Promise<void> { await this.slots[shard].worker.terminate() }
+  async crash (shard: number): Promise<void> { await this.slots[shard].worker.crash() }
 
   async close (): Promise<void> {
-    // Let each shard finish its group commit before it is stopped.
-    await Promise.all(this.slots.map((_, i) => this.askShard(i, { type: 'shard.ping' }, 5000).catch(() => {})))
+    // Each shard finishes its group commit (shard.ping answers after it) before it is stopped.
+    const drain = (i: number) => () => this.askShard(i, { type: 'shard.ping' }, 5000)
+    await Promise.all(this.slots.map(async (s, i) => {
+      await s.worker.close(async () => { await drain(i)(); s.port.flush() }, 5000)
+    }))
     this.closing = true
     clearInterval(this.sweep)
-    await Promise.all(this.slots.map(async (s, i) => {
-      s.port.flush()
-      await s.worker.terminate()
-      this.failPending(i, 'shutting down')
-    }))
+    for (let i = 0; i < this.slots.length; i++) this.failPending(i, 'shutting down')
   }
 }

@@ -2,14 +2,17 @@ import { parentPort, workerData } from 'node:worker_threads'
 import { createLogger } from '../log.js'
 import { ApiError } from '../errors.js'
 import { connect, containDriverFaults, DbHealth, dbUnavailable, isDbUnavailable } from '../db/connect.js'
-import { claimJobs, LEASE_MS, renewLeases } from '../db/jobs.js'
+import { claimJobs, LEASE_MS, renewLeases, saveProgress } from '../db/jobs.js'
+import type { JobRow } from '../jobs/view.js'
 import { Providers } from '../providers/registry.js'
 import { createStorage } from '../storage/index.js'
 import { AccountActor, type ActorDeps } from './account-actor.js'
 import { GroupCommit } from './group-commit.js'
-import { BatchedPort, decodeBatch } from './port.js'
+import { RedisInFlight } from './inflight.js'
 import { snapshotStats, trackMailboxes } from '../worker-stats.js'
-import type { Envelope, ShardInit, ShardMsg } from './protocol.js'
+import { BatchedPort } from './port.js'
+import type { Batch, Envelope, ShardHandlers, ShardInit, ShardMsg, ShardReply } from './protocol.js'
+import { specOfOrder } from '../jobs/spec.js'
 
 /**
  * A shard: one worker thread owning the actors of accounts `id mod N == shard`
@@ -43,6 +46,8 @@ const deps: ActorDeps = {
   violationThreshold: config.policyViolationLimit,
   nodeId: init.nodeId,
   multiNode: config.redisUrl !== undefined,
+  inflight: config.redisUrl !== undefined ? new RedisInFlight(config.redisUrl, config.redisPrefix, LEASE_MS) : null,
+  progress: new Map<string, JobRow>(),
   emit: (ev) => port.event(ev),
   log: (level, msg, extra) => log[level](extra ?? {}, msg),
 }
@@ -56,24 +61,27 @@ function account (id: number): AccountActor {
   return a
 }
 
-async function handle (msg: ShardMsg): Promise<unknown> {
-  switch (msg.type) {
-    case 'account.get': return account(msg.accountId).get()
-    case 'account.credit': return account(msg.accountId).credit(msg)
-    case 'account.reload': return account(msg.accountId).reload()
-    case 'account.violation': return account(msg.accountId).violation()
-    case 'job.create': return account(msg.accountId).createJob(msg)
-    case 'job.cancel': return account(msg.accountId).cancel(msg.jobId)
-    case 'batch.create': return account(msg.accountId).createBatch(msg)
-    case 'job.callback': return account(msg.accountId).callback(msg.jobId, msg.state)
-    case 'shard.routes': return deps.providers.states()
-    case 'shard.ping': await commit.idle(); return { shard: init.shard, actors: accounts.size }
-    case 'shard.stats': return snapshotStats()
-  }
+const handlers: ShardHandlers = {
+  'account.get': (m) => account(m.accountId).get(),
+  'account.credit': (m) => account(m.accountId).credit(m),
+  'account.reload': (m) => account(m.accountId).reload(),
+  'account.violation': (m) => account(m.accountId).violation(),
+  // The prompt crossed once, inside the request: the spec is rebuilt from it here.
+  'job.create': (m) => account(m.accountId).createJob({ ...m, spec: specOfOrder(m.spec) }),
+  'job.cancel': (m) => account(m.accountId).live.cancel(m.jobId),
+  'batch.create': (m) => account(m.accountId).createBatch({ ...m, items: m.items.map(i => i.spec ? { ...i, spec: specOfOrder(i.spec) } : { ...i, spec: undefined }) }),
+  'job.callback': (m) => account(m.accountId).live.callback(m.jobId, m.state),
+  'shard.routes': async () => deps.providers.states(),
+  'shard.ping': async () => { await commit.idle(); return { shard: init.shard, actors: accounts.size } },
+  'shard.stats': async () => snapshotStats(),
+}
+
+function handle (msg: ShardMsg): Promise<ShardReply> {
+  return (handlers[msg.type] as (m: ShardMsg) => Promise<ShardReply>)(msg)
 }
 
 function dispatch (env: Envelope): void {
-  let p: Promise<unknown>
+  let p: Promise<ShardReply>
   try { p = health.guard(handle(env.msg)) } catch (e) { p = Promise.reject(e) }
   p.then(
     (value) => port.reply({ id: env.id, ok: true, value }),
@@ -90,8 +98,8 @@ function dispatch (env: Envelope): void {
     })
 }
 
-parentPort!.on('message', (data: Uint8Array) => {
-  const b = decodeBatch(data)
+parentPort!.on('message', (data: Batch) => {
+  const b = data
   if (b.req) for (const env of b.req) dispatch(env)
 })
 
@@ -100,7 +108,7 @@ parentPort!.on('message', (data: Uint8Array) => {
 // keep claiming expired ones (a dead node's jobs resume here).
 async function claim (reclaimOwn: boolean): Promise<void> {
   const rows = await claimJobs(sql, init.nodeId, init.shard, init.shards, reclaimOwn)
-  for (const row of rows) account(row.account_id).resume(row)
+  for (const row of rows) account(row.account_id).live.resume(row)
   if (rows.length) log.info({ jobs: rows.length }, 'resumed unfinished jobs')
 }
 // The startup claim retries with backoff while the database is away (issue 15): a shard that
@@ -114,12 +122,34 @@ for (let attempt = 0; ; attempt++) {
   }
 }
 const leaseTimer = setInterval(() => {
-  const ids: string[] = []
-  for (const a of accounts.values()) for (const id of a.jobs.keys()) ids.push(id)
-  renewLeases(sql, init.nodeId, ids)
-    .then(() => claim(false))
+  const running = new Map<string, AccountActor>()
+  for (const a of accounts.values()) for (const id of a.jobs.keys()) running.set(id, a)
+  renewLeases(sql, init.nodeId, [...running.keys()])
+    .then(async (held) => {
+      const slots = []
+      for (const [id, a] of running) {
+        const job = a.jobs.get(id)
+        if (!job) continue
+        // Ended or taken over elsewhere (cancelled on another node, lease lost): stop our copy.
+        if (!held.has(id)) a.live.forget(job)
+        else slots.push({ accountId: a.id, keyId: job.row.key_id, jobId: id })
+      }
+      await deps.inflight?.renew(slots)
+      await claim(false)
+    })
     .catch((err) => { health.report(err); log.warn({ err: String(err) }, 'lease renewal failed') })
 }, LEASE_MS / 3)
 leaseTimer.unref()
+
+// Progress ticks live in memory and reach GET and SSE as events; the table gets them every
+// PROGRESS_FLUSH_MS in one statement (issue 12 point 4). Transitions are committed at once.
+const PROGRESS_FLUSH_MS = 3000
+const progressTimer = setInterval(() => {
+  if (deps.progress.size === 0) return
+  const rows = [...deps.progress.values()].map(r => ({ id: r.id, progress: r.progress, updated_at: r.updated_at }))
+  deps.progress.clear()
+  saveProgress(sql, rows).catch((err) => { health.report(err); log.warn({ err: String(err) }, 'progress flush failed') })
+}, PROGRESS_FLUSH_MS)
+progressTimer.unref()
 
 port.event({ type: 'shard.ready', shard: init.shard })

@@ -1,5 +1,5 @@
 import type { Q, Sql } from './connect.js'
-import type { AccountView, CreditKind } from '../actors/protocol.js'
+import type { AccountView, CreditKind } from '../domain.js'
 
 
 /** An account row as the front end needs it for authentication (no balance). */
@@ -102,4 +102,19 @@ export async function ledgerTotals (sql: Q, accountId: number): Promise<{ entrie
   let sum = 0
   for (const r of rows) { by[r.kind] = Number(r.s); entries += r.n; sum += Number(r.s) }
   return { entries, sum, by_kind: by }
+}
+
+/** Counts a content-policy violation; at `threshold` the account is suspended. */
+export async function recordViolation (tx: Q, accountId: number, threshold: number): Promise<{ policy_violations: number; banned: boolean }> {
+  const [row] = await tx<{ policy_violations: number; banned: boolean }[]>`
+    UPDATE accounts SET policy_violations = policy_violations + 1,
+      banned = banned OR policy_violations + 1 >= ${threshold}, updated_at = now()
+    WHERE id = ${accountId} RETURNING policy_violations, banned`
+  return row
+}
+
+/** Credits the account was granted (GET /v1/credits free_trial.credits_granted). */
+export async function grantedCredits (sql: Q, accountId: number): Promise<number> {
+  const [g] = await sql<{ granted: number }[]>`SELECT coalesce(sum(delta), 0)::bigint AS granted FROM credit_entries WHERE account_id = ${accountId} AND kind = 'grant'`
+  return Number(g.granted)
 }

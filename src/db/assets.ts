@@ -16,3 +16,9 @@ export async function listAssets (sql: Q, accountId: number, o: { kind?: 'charac
   ])
   return { rows, total: c.n }
 }
+
+/** Which of `ids` are the account's assets of `kind` (gemini-omni character and voice ids). */
+export async function ownedAssetIds (sql: Q, accountId: number, kind: 'character' | 'voice', ids: number[]): Promise<Set<number>> {
+  const rows = await sql<{ id: number }[]>`SELECT id FROM assets WHERE account_id = ${accountId} AND kind = ${kind} AND id = ANY(${ids}::bigint[])`
+  return new Set(rows.map(r => r.id))
+}

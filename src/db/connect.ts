@@ -288,3 +288,8 @@ export class DbHealth {
     if (this.probeTimer) clearTimeout(this.probeTimer)
   }
 }
+
+/** `SELECT 1`: the health probe's round trip. */
+export async function ping (sql: Q): Promise<void> {
+  await sql`SELECT 1`
+}

@@ -5,7 +5,7 @@ import type { JobRow, JobStatus } from '../jobs/view.js'
 export type NewJob = Omit<JobRow, 'progress' | 'credits_refunded' | 'result_url' | 'error_message' | 'content_policy_violation' | 'updated_at' | 'completed_at'> &
   Partial<Pick<JobRow, 'progress' | 'result_url' | 'completed_at'>>
 
-/** `(columns) VALUES (...)` of a new job row, shared by insertJob and chargeAndInsertJob. */
+/** `(columns) VALUES (...)` of a new job row, used by chargeAndInsertJob. */
 function jobColumnsValues (tx: Q, j: NewJob) {
   return tx`(id, account_id, key_id, type, model, status, prompt, request, credits_charged, estimated_seconds,
       provider, provider_job_id, idempotency_key, request_hash, source_job_id, free_trial, deadline_at, created_at, updated_at,
@@ -16,30 +16,64 @@ function jobColumnsValues (tx: Q, j: NewJob) {
       ${j.progress ?? 0}, ${j.result_url ?? null}, ${j.completed_at ?? null}, ${j.owner ?? null}, ${j.lease_until ?? null})`
 }
 
-export async function insertJob (tx: Q, j: NewJob): Promise<JobRow> {
-  const [row] = await tx<JobRow[]>`INSERT INTO jobs ${jobColumnsValues(tx, j)} RETURNING *`
-  return row
-}
-
 /**
- * A creation's durable writes in ONE statement (DESIGN.md 3): the conditional charge
- * (`credits >= price`, the multi-node guard), its `charge` ledger entry and the job row. Returns
- * the new balance, or null when the balance did not cover the price: the entry and the job
- * were written all the same, so the caller MUST then fail its transaction (throwing inside
- * group-commit work rolls it back). One statement instead of three: per-statement work in
- * postgres.js and PostgreSQL was most of a creation's cost (bench/job-create).
+ * A creation's durable writes in ONE statement (DESIGN.md 3): the conditional charge, its
+ * `charge` ledger entry and the job row. The charge is the cross-node authority (issue 15):
+ * it needs `credits >= price`, and for the free-trial video also that the account's one free
+ * video is still unused (it takes it: free_videos_used + 1). Returns the committed balance
+ * (RETURNING), or null when refused: the entry and the job were written all the same, so the
+ * caller MUST then fail its transaction (throwing inside group-commit work rolls it back). One
+ * statement instead of three: per-statement work was most of a creation's cost.
  */
-export async function chargeAndInsertJob (tx: Q, j: NewJob, note: string): Promise<number | null> {
-  const [row] = await tx<{ credits: number | null }[]>`
+export async function chargeAndInsertJob (tx: Q, j: NewJob, note: string): Promise<{ credits: number; free_videos_used: number } | null> {
+  const trial = j.free_trial
+  const [row] = await tx<{ credits: number | null; free_videos_used: number | null }[]>`
     WITH charged AS (
-      UPDATE accounts SET credits = credits - ${j.credits_charged}, updated_at = now()
-      WHERE id = ${j.account_id} AND credits >= ${j.credits_charged} RETURNING credits
+      UPDATE accounts SET credits = credits - ${j.credits_charged}, updated_at = now(),
+        free_videos_used = free_videos_used + ${trial ? 1 : 0}
+      WHERE id = ${j.account_id} AND credits >= ${j.credits_charged}
+        AND (${!trial} OR has_purchased OR enterprise OR free_videos_used < 1)
+      RETURNING credits, free_videos_used
     ), entry AS (
       INSERT INTO credit_entries (account_id, delta, kind, job_id, note) VALUES (${j.account_id}, ${-j.credits_charged}, 'charge', ${j.id}, ${note})
     )
     INSERT INTO jobs ${jobColumnsValues(tx, j)}
-    RETURNING (SELECT credits FROM charged) AS credits`
-  return row.credits ?? null
+    RETURNING (SELECT credits FROM charged) AS credits, (SELECT free_videos_used FROM charged) AS free_videos_used`
+  return row.credits === null ? null : { credits: row.credits, free_videos_used: row.free_videos_used! }
+}
+
+const JOB_COLUMNS = ['id', 'account_id', 'key_id', 'type', 'model', 'status', 'prompt', 'request', 'progress', 'credits_charged',
+  'estimated_seconds', 'result_url', 'provider', 'provider_job_id', 'idempotency_key', 'request_hash', 'source_job_id', 'free_trial',
+  'deadline_at', 'created_at', 'updated_at', 'completed_at', 'owner', 'lease_until'] as const
+
+/**
+ * Many creations' durable writes in ONE statement (issue 12 point 4, DESIGN.md 3): one UPDATE
+ * charging every account of the batch (its jobs' total, and its free video when one is the
+ * trial video), one INSERT of the ledger entries, one INSERT of the job rows. An account whose
+ * balance (or free video) does not cover its jobs together is charged for none of them and
+ * nothing of it is written: its rows are absent from the result, and the caller retries them
+ * one by one (chargeAndInsertJob). Returns, per charged account, its committed balance and
+ * free_videos_used after all of its jobs.
+ */
+export async function chargeAndInsertJobs (tx: Q, jobs: NewJob[]): Promise<Map<number, { credits: number; free_videos_used: number }>> {
+  const rows = jobs.map(j => Object.fromEntries(JOB_COLUMNS.map(c => [c, c === 'updated_at' ? j.created_at : (j as Record<string, unknown>)[c] ?? (c === 'progress' ? 0 : null)])))
+  const cols = tx.unsafe(JOB_COLUMNS.join(', '))
+  const out = await tx<{ id: number; credits: number; free_videos_used: number }[]>`
+    WITH j AS (SELECT * FROM jsonb_populate_recordset(null::jobs, ${tx.json(rows as any)})),
+    s AS (SELECT account_id, sum(credits_charged)::bigint AS total, count(*) FILTER (WHERE free_trial)::int AS trials FROM j GROUP BY account_id),
+    charged AS (
+      UPDATE accounts a SET credits = a.credits - s.total, free_videos_used = a.free_videos_used + s.trials, updated_at = now()
+      FROM s WHERE a.id = s.account_id AND a.credits >= s.total
+        AND (s.trials = 0 OR a.has_purchased OR a.enterprise OR a.free_videos_used + s.trials <= 1)
+      RETURNING a.id, a.credits, a.free_videos_used
+    ), entries AS (
+      INSERT INTO credit_entries (account_id, delta, kind, job_id, note)
+      SELECT j.account_id, -j.credits_charged, 'charge', j.id, j.type || ' ' || j.model FROM j JOIN charged c ON c.id = j.account_id
+    ), inserted AS (
+      INSERT INTO jobs (${cols}) SELECT ${cols} FROM j WHERE j.account_id IN (SELECT id FROM charged)
+    )
+    SELECT id, credits, free_videos_used FROM charged`
+  return new Map(out.map(r => [Number(r.id), { credits: r.credits, free_videos_used: r.free_videos_used }]))
 }
 
 /** Non-terminal progress: status, progress and the provider's id. */
@@ -127,11 +161,36 @@ export async function claimJobs (sql: Q, node: string, shard: number, shards: nu
     RETURNING *`
 }
 
-/** Renews the leases of the jobs this node runs. */
-export async function renewLeases (sql: Q, node: string, ids: string[]): Promise<void> {
-  if (ids.length === 0) return
+/**
+ * Renews the leases of the jobs this node runs; returns the ids still running here.
+ * Rows another transaction holds right now (a group commit moving them) are skipped, not
+ * waited for: waiting made renewal and multi-row commits deadlock (bench job-lifecycle saw
+ * "deadlock detected"). A skipped row keeps its lease (3 renewals long) and is renewed next
+ * time; whether it is still ours is read without locks.
+ */
+export async function renewLeases (sql: Q, node: string, ids: string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set()
   await sql`UPDATE jobs SET lease_until = now() + make_interval(secs => ${LEASE_MS / 1000})
+    WHERE id IN (SELECT id FROM jobs WHERE id = ANY(${ids}::text[]) AND owner = ${node}
+      AND status IN ('queued', 'submitted', 'processing') FOR UPDATE SKIP LOCKED)`
+  const rows = await sql<{ id: string }[]>`SELECT id FROM jobs
     WHERE id = ANY(${ids}::text[]) AND owner = ${node} AND status IN ('queued', 'submitted', 'processing')`
+  return new Set(rows.map(r => r.id))
+}
+
+/**
+ * Progress ticks kept in memory (issue 12 point 4), written every few seconds in ONE
+ * statement; a row that became terminal meanwhile is left alone.
+ */
+export async function saveProgress (sql: Q, rows: Array<{ id: string; progress: number; updated_at: Date }>): Promise<void> {
+  if (rows.length === 0) return
+  // Rows being committed right now are skipped (never waited for: no deadlock with a group
+  // commit); their progress is shown from memory anyway and written by the next transition.
+  await sql`UPDATE jobs SET progress = v.progress, updated_at = v.updated_at
+    FROM (SELECT * FROM unnest(${rows.map(r => r.id)}::text[], ${rows.map(r => r.progress)}::int[], ${rows.map(r => r.updated_at.toISOString())}::timestamptz[])
+      AS t(id, progress, updated_at)) v
+    WHERE jobs.id = v.id AND jobs.id IN (SELECT id FROM jobs WHERE id = ANY(${rows.map(r => r.id)}::text[])
+      AND status IN ('queued', 'submitted', 'processing') FOR UPDATE SKIP LOCKED)`
 }
 
 export interface JobFilter { status?: string; model?: string; type?: string; limit: number; offset: number }
@@ -182,4 +241,14 @@ export async function insertBatch (tx: Q, accountId: number, key: string, hash: 
 
 export async function setFreeVideosUsed (tx: Q, accountId: number, delta: number): Promise<void> {
   await tx`UPDATE accounts SET free_videos_used = greatest(0, free_videos_used + ${delta}) WHERE id = ${accountId}`
+}
+
+/** Non-terminal jobs per status (GET /metrics). */
+export async function activeJobsByStatus (sql: Q): Promise<Array<{ status: string; n: number }>> {
+  return sql<{ status: string; n: number }[]>`SELECT status, count(*)::int AS n FROM jobs WHERE status IN ('queued', 'submitted', 'processing') GROUP BY status`
+}
+
+/** The route a job was created on (a configured route that kept no handle yet). */
+export async function setJobRoute (tx: Q, id: string, route: string): Promise<void> {
+  await tx`UPDATE jobs SET route = ${route} WHERE id = ${id}`
 }

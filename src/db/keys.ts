@@ -19,11 +19,6 @@ export async function findKeyByHash (sql: Q, hash: string): Promise<KeyRow | und
   return row
 }
 
-export async function findKey (sql: Q, accountId: number, id: number): Promise<KeyRow | undefined> {
-  const [row] = await sql<KeyRow[]>`SELECT * FROM api_keys WHERE id = ${id} AND account_id = ${accountId}`
-  return row
-}
-
 export async function listKeys (sql: Q, accountId: number): Promise<KeyRow[]> {
   return sql<KeyRow[]>`SELECT * FROM api_keys WHERE account_id = ${accountId} AND revoked_at IS NULL ORDER BY id DESC`
 }

@@ -1,4 +1,132 @@
 import type { Q } from './connect.js'
+import { applyCredit } from './accounts.js'
+import { chargeAndInsertJob, finishJob, setFreeVideosUsed, insertImage, insertVideo, videoIdOfJob, type NewJob } from './jobs.js'
+import { enqueueJobEvent, enqueueJobEvents } from './outbox.js'
+import { appendEvents, recordLateSuccess, setVideoMedia, type UpstreamEvent } from './upstream.js'
+import { viewOf, type JobRow } from '../jobs/view.js'
+
+/**
+ * The job ledger (issue 12 point 1): every durable write that creates, charges, completes,
+ * fails, cancels or refunds a job, each as the statements of one transaction (DESIGN.md 3:
+ * a terminal state, its refund and its outbox rows commit together). The shard's account
+ * actor calls these inside its group commit; nothing else writes these rows.
+ */
+
+/** The job's own webhook (webhook_url + webhook_secret on the request), if any. */
+function webhookOf (r: JobRow): { url: string | null; secret: string | null } {
+  const q = r.request as { webhook_url?: string | null; webhook_secret?: string | null }
+  return { url: q.webhook_url ?? null, secret: q.webhook_secret ?? null }
+}
+
+/** The stored provider model string (SPEC.md 2.3 `model`), distinct from the API id. */
+function providerModel (r: JobRow): string {
+  return `${r.provider}/${r.model}`
+}
+
+/** Thrown inside a transaction to roll it back when the conditional charge is refused. */
+export class ChargeRefused extends Error {
+  constructor () { super('charge refused by the database') }
+}
+
+/**
+ * Creation: conditional charge (balance, and the free video when `row.free_trial`), ledger
+ * entry, job row; a job born completed (synchronous voiceover) also writes its outbox rows
+ * and library row. Returns the committed balance; throws ChargeRefused (rolling back) when
+ * the database refuses the charge.
+ */
+export async function createJob (tx: Q, row: NewJob & JobRow): Promise<{ credits: number; free_videos_used: number }> {
+  const b = await chargeAndInsertJob(tx, row, `${row.type} ${row.model}`)
+  if (b === null) throw new ChargeRefused()
+  if (row.status === 'completed') await completionWrites(tx, row, row.result_url!, row.completed_at!)
+  return b
+}
+
+/** A completed video's library media (issue 11): its thumbnail and its embed page. */
+export interface VideoMedia { thumbnailUrl: string | null; embedUrl: (videoId: number) => string }
+
+async function completionWrites (tx: Q, r: JobRow, resultUrl: string, at: Date, media?: VideoMedia): Promise<void> {
+  const final: JobRow = { ...r, status: 'completed', progress: 100, result_url: resultUrl, updated_at: at, completed_at: at }
+  await enqueueJobEvent(tx, r.account_id, viewOf(final), webhookOf(r), at)
+  if (r.type === 'video' || r.type === 'extend') {
+    const extendedFrom = r.source_job_id ? await videoIdOfJob(tx, r.source_job_id) : null
+    const videoId = await insertVideo(tx, {
+      account_id: r.account_id, job_id: r.id, prompt: r.prompt, model: providerModel(r), model_id: r.model,
+      aspect_ratio: (r.request.aspect_ratio as string | null) ?? (r.type === 'extend' ? null : '16:9'),
+      video_url: resultUrl, extended_from_video_id: extendedFrom, created_at: r.created_at, completed_at: at,
+    })
+    if (media) await setVideoMedia(tx, videoId, media.thumbnailUrl, media.embedUrl(videoId))
+  } else if (r.type === 'image') {
+    await insertImage(tx, { account_id: r.account_id, job_id: r.id, prompt: r.prompt, model: providerModel(r), model_id: r.model, image_url: resultUrl, created_at: r.created_at, completed_at: at })
+  }
+}
+
+/** What a transition records beside the job (issue 11): upstream history, for routes that keep it. */
+export interface History { route: string; events: UpstreamEvent[] }
+
+/**
+ * completed: terminal state, upstream history, outbox rows, library row (with its media).
+ * False when it already was terminal: a late success moves no money and is only recorded.
+ */
+export async function completeJob (tx: Q, r: JobRow, resultUrl: string, at: Date, o: { history?: History | null; media?: VideoMedia } = {}): Promise<boolean> {
+  const ok = await finishJob(tx, r.id, { status: 'completed', progress: 100, result_url: resultUrl, error_message: null, content_policy_violation: false, credits_refunded: 0, at })
+  if (!ok) {
+    if (o.history) await recordLateSuccess(tx, { job_id: r.id, source: 'late', route: o.history.route, state: 'succeeded', detail: { result_url: resultUrl, note: 'upstream success after the job ended; no money moved' } })
+    return false
+  }
+  if (o.history?.events.length) await appendEvents(tx, o.history.events)
+  await completionWrites(tx, r, resultUrl, at, o.media)
+  return true
+}
+
+/**
+ * failed or cancelled: terminal state, outbox rows, full refund with its ledger entry, and the
+ * free video given back. Returns the committed balance after the refund (null without one), or
+ * false when the job already was terminal.
+ */
+export async function endJob (tx: Q, r: JobRow, status: 'failed' | 'cancelled', message: string | null, policyViolation: boolean, at: Date, events: UpstreamEvent[] = []): Promise<{ credits: number | null } | false> {
+  const refund = r.credits_charged
+  const ok = await finishJob(tx, r.id, { status, progress: r.progress, result_url: null, error_message: message, content_policy_violation: policyViolation, credits_refunded: refund, at })
+  if (!ok) return false
+  if (events.length) await appendEvents(tx, events)
+  const final: JobRow = { ...r, status, error_message: message, content_policy_violation: policyViolation, credits_refunded: refund, updated_at: at, completed_at: at }
+  await enqueueJobEvent(tx, r.account_id, viewOf(final), webhookOf(r), at)
+  const credits = refund > 0 ? await applyCredit(tx, r.account_id, refund, 'refund', r.id, `${status} ${r.type} ${r.model}`) : null
+  if (r.free_trial) await setFreeVideosUsed(tx, r.account_id, -1)
+  return { credits }
+}
+
+/** One completion of a batch written together (completeJobs). */
+export interface Completion { row: JobRow; resultUrl: string; at: Date }
+
+/**
+ * Many completions in one go (issue 12 point 4): one UPDATE of the jobs, then one SELECT of
+ * webhooks and one INSERT each of delivery rows and images. Only for completions that record
+ * nothing else (no upstream history, not a video: a video's library row carries media keyed by
+ * its id); the group commit sends the others through completeJob. Returns the ids that were
+ * completed now (a job already terminal is left alone and gets no rows).
+ */
+export async function completeJobs (tx: Q, items: Completion[]): Promise<Set<string>> {
+  const updated = await tx<{ id: string }[]>`
+    UPDATE jobs SET status = 'completed', progress = 100, result_url = v.url, error_message = NULL, content_policy_violation = false,
+      credits_refunded = 0, updated_at = v.at, completed_at = v.at
+    FROM (SELECT * FROM unnest(${items.map(i => i.row.id)}::text[], ${items.map(i => i.resultUrl)}::text[], ${items.map(i => i.at.toISOString())}::timestamptz[]) AS t(id, url, at)) v
+    WHERE jobs.id = v.id AND jobs.status IN ('queued', 'submitted', 'processing')
+    RETURNING jobs.id`
+  const done = new Set(updated.map(u => u.id))
+  const now = items.filter(i => done.has(i.row.id))
+  if (now.length === 0) return done
+  const final = (i: Completion): JobRow => ({ ...i.row, status: 'completed', progress: 100, result_url: i.resultUrl, updated_at: i.at, completed_at: i.at })
+  const images = now.filter(i => i.row.type === 'image').map(i => ({
+    account_id: i.row.account_id, job_id: i.row.id, prompt: i.row.prompt, model: providerModel(i.row), model_id: i.row.model, image_url: i.resultUrl, created_at: i.row.created_at, completed_at: i.at,
+  }))
+  await Promise.all([
+    enqueueJobEvents(tx, now.map(i => ({ accountId: i.row.account_id, job: viewOf(final(i)), perJob: webhookOf(i.row), at: i.at }))),
+    images.length ? tx`INSERT INTO images ${tx(images as any, 'account_id', 'job_id', 'prompt', 'model', 'model_id', 'image_url', 'created_at', 'completed_at')}` : null,
+  ])
+  return done
+}
+
+// ---- reading the ledger ---------------------------------------------------------------------
 
 export interface LedgerRow { id: number; kind: string; delta: number; job_id: string | null; note: string | null; created_at: Date }
 

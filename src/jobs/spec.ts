@@ -1,5 +1,5 @@
 import type { NormalizedRequest } from '../catalog/validate.js'
-import type { JobSpec } from '../actors/protocol.js'
+import type { JobOrder, JobSpec } from '../domain.js'
 
 /**
  * The text a provider reads directives from (DESIGN.md section 5): the prompt, and for audio
@@ -18,4 +18,16 @@ export function specOf (n: NormalizedRequest, sourceModel?: string): JobSpec {
     return { type: 'extend', model: sourceModel!, prompt, credits: n.credits, estimated_seconds: n.estimated_seconds, request, directiveText: directiveTextOf(request, prompt), source_job_id: n.job_id }
   }
   return { type: n.kind, model: n.model, prompt, credits: n.credits, estimated_seconds: n.estimated_seconds, request, directiveText: directiveTextOf(request, prompt) }
+}
+
+/** What crosses to the shard: the spec without the copies of the prompt. */
+export function orderOf (spec: JobSpec): JobOrder {
+  const { prompt: _p, directiveText: _d, ...order } = spec
+  return order
+}
+
+/** The shard's side: prompt and directive text derived from the request again. */
+export function specOfOrder (o: JobOrder): JobSpec {
+  const prompt = typeof o.request.prompt === 'string' ? o.request.prompt : null
+  return { ...o, prompt, directiveText: directiveTextOf(o.request, prompt) }
 }

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino'
 import type { Sql } from '../db/connect.js'
 import type { Storage } from './storage.js'
-import { deleteUploads, expiredUploads } from './upload-records.js'
+import { deleteUploads, expiredUploads } from '../db/uploads.js'
 
 export interface SweeperOptions {
   /** Time between sweeps (default one hour). */

@@ -1,7 +1,7 @@
 // The short chaos suite inside `npm test` (issue 15; the full one is `npm run chaos`): kill -9
 // under mixed load with the ledger invariants in SQL, a database outage through the TCP fault
-// proxy, a body fuzzer over every operation of /v1/openapi.json, and the two-node races (marked
-// todo until the core branch's points 2-4 land). Each scenario runs the real service as a child
+// proxy, a body fuzzer over every operation of /v1/openapi.json, and the two-node races
+// (trial, overspend, per-key concurrency). Each scenario runs the real service as a child
 // process (node dist/src/main.js) on its own database.
 import t from 'tap'
 import { ADMIN_DATABASE_URL } from '../helpers/db.js'
@@ -42,7 +42,7 @@ t.test('fuzzed bodies over every operation: no 5xx, every error an envelope', as
 })
 
 // Points 2-4 of issue 15 belong to the core branch; until it lands these are expected to fail.
-t.test('two nodes: one free video, no negative remaining_credits, in-flight within the cap', { skip: process.env.REDIS_URL_TEST ? false : 'REDIS_URL_TEST unset', todo: 'issue 15 points 2-4 (core branch)' }, async (t) => {
+t.test('two nodes: one free video, no negative remaining_credits, in-flight within the cap', { skip: process.env.REDIS_URL_TEST ? false : 'REDIS_URL_TEST unset' }, async (t) => {
   const r = await nodesChaos({ ...o, redisUrl: process.env.REDIS_URL_TEST!, rounds: 1 })
   show(t, r)
   t.equal(r.free_videos_rounds_over_1, 0)

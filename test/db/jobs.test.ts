@@ -24,18 +24,31 @@ const state = async () => (await sql<{ credits: number; entries: number; sum: nu
     (SELECT count(*)::int FROM jobs WHERE account_id = ${accountId}) AS jobs`)[0]
 
 t.test('a covered price: balance, one charge entry and the job, the new balance returned', async (t) => {
-  t.equal(await sql.begin(tx => chargeAndInsertJob(tx, job('job_dbtest_1', 10), 'image nano-banana')), 15)
+  t.same(await sql.begin(tx => chargeAndInsertJob(tx, job('job_dbtest_1', 10), 'image nano-banana')), { credits: 15, free_videos_used: 0 })
   t.same(await state(), { credits: 15, entries: 2, sum: 15, jobs: 1 })
   const [e] = await sql`SELECT delta, kind, job_id, note FROM credit_entries WHERE job_id = 'job_dbtest_1'`
   t.same({ ...e }, { delta: -10, kind: 'charge', job_id: 'job_dbtest_1', note: 'image nano-banana' })
 })
 
 t.test('an uncovered price returns null; the caller aborting the transaction leaves nothing behind', async (t) => {
-  let seen: number | null | undefined
+  let seen: { credits: number } | null | undefined
   await t.rejects(sql.begin(async (tx) => {
     seen = await chargeAndInsertJob(tx, job('job_dbtest_2', 20), 'image nano-banana')
     if (seen === null) throw new Error('abort')
   }))
   t.equal(seen, null)
   t.same(await state(), { credits: 15, entries: 2, sum: 15, jobs: 1 }, 'no entry, no job, balance unchanged')
+})
+
+t.test('the free-trial video is taken by the charge itself: a second trial charge is refused', async (t) => {
+  const trial = (id: string): NewJob => ({ ...job(id, 5), type: 'video', free_trial: true })
+  t.same(await sql.begin(tx => chargeAndInsertJob(tx, trial('job_dbtest_t1'), 'video')), { credits: 10, free_videos_used: 1 })
+  let second: unknown
+  await t.rejects(sql.begin(async (tx) => {
+    second = await chargeAndInsertJob(tx, trial('job_dbtest_t2'), 'video')
+    if (second === null) throw new Error('abort')
+  }))
+  t.equal(second, null, 'refused: the one free video is used')
+  await sql`UPDATE accounts SET has_purchased = true WHERE id = ${accountId}`
+  t.same(await sql.begin(tx => chargeAndInsertJob(tx, trial('job_dbtest_t3'), 'video')), { credits: 5, free_videos_used: 2 }, 'after a purchase the condition no longer applies')
 })

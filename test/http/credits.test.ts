@@ -21,7 +21,8 @@ t.test('the balance follows charges, refunds and purchases; the tier and trial f
   t.same(r.body, { credits: 80, tier: 'free', has_purchased: false, free_trial: { credits_granted: 200, video_used: true } }, 'after the trial video')
 
   const f = await s.req('POST', '/v1/generate/image', { key: u.key, body: image('[sim:fail]') })
-  t.equal((await s.req('GET', '/v1/credits', { key: u.key })).body.credits, 70, 'charged up front')
+  // The 201 carries the committed balance; a GET now could already see the refund (75 ms job).
+  t.equal(f.body.remaining_credits, 70, 'charged up front')
   await pollJob(s, u, f.body.id)
   t.equal((await s.req('GET', '/v1/credits', { key: u.key })).body.credits, 80, 'refunded on failure')
 

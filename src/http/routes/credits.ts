@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox'
+import { grantedCredits } from '../../db/accounts.js'
 import { tierOf } from '../auth.js'
 import type { Route } from '../route.js'
 
@@ -21,16 +22,16 @@ export const routes: Route[] = [
     schema: { response: { 200: Credits } },
     async handler (ctx) {
       const id = ctx.caller!.accountId
-      const [v, [g]] = await Promise.all([
+      const [v, granted] = await Promise.all([
         ctx.services.shards.ask(id, { type: 'account.get', accountId: id }),
-        ctx.services.sql<{ granted: number }[]>`SELECT coalesce(sum(delta), 0)::bigint AS granted FROM credit_entries WHERE account_id = ${id} AND kind = 'grant'`,
+        grantedCredits(ctx.services.sql, id),
       ])
       return {
         body: {
           credits: v.credits,
           tier: tierOf({ enterprise: v.enterprise, hasPurchased: v.has_purchased }),
           has_purchased: v.has_purchased,
-          free_trial: { credits_granted: Number(g.granted), video_used: v.free_videos_used > 0 },
+          free_trial: { credits_granted: granted, video_used: v.free_videos_used > 0 },
         },
       }
     },

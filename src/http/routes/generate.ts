@@ -6,12 +6,13 @@ import {
   stableStringify, validateAudio, validateBatch, validateExtend, validateImage, validateVideo, VideoRequest,
   type NormalizedRequest, type ValidateOptions,
 } from '../../catalog/index.js'
+import { ownedAssetIds } from '../../db/assets.js'
 import { findBatch, getJob } from '../../db/jobs.js'
 import { JOB_ID_RE } from '../../jobs/view.js'
-import { specOf } from '../../jobs/spec.js'
+import { orderOf, specOf } from '../../jobs/spec.js'
 import { screenText } from '../../moderation.js'
-import type { BatchItemView, JobCaller, JobSpec } from '../../actors/protocol.js'
-import { PRICING_URL } from '../../actors/account-actor.js'
+import type { BatchItemView, JobCaller, JobOrder, JobSpec } from '../../domain.js'
+import { PRICING_URL } from '../../actors/decide.js'
 import type { Route, RouteContext } from '../route.js'
 import { ErrorEnvelope } from '../openapi.js'
 import { checkWebhookDestination } from './webhooks.js'
@@ -66,8 +67,7 @@ async function checkAssets (ctx: RouteContext, n: NormalizedRequest): Promise<vo
   const wanted: Array<[number[], 'character' | 'voice', string]> = [[n.character_asset_ids, 'character', 'character_asset_ids'], [n.voice_asset_ids, 'voice', 'voice_asset_ids']]
   for (const [ids, kind, param] of wanted) {
     if (ids.length === 0) continue
-    const rows = await ctx.services.sql<{ id: number }[]>`SELECT id FROM assets WHERE account_id = ${ctx.caller!.accountId} AND kind = ${kind} AND id = ANY(${ids}::bigint[])`
-    const have = new Set(rows.map(r => r.id))
+    const have = await ownedAssetIds(ctx.services.sql, ctx.caller!.accountId, kind, ids)
     const missing = ids.filter(i => !have.has(i))
     if (missing.length) throw new ApiError('UNSUPPORTED_OPTION', `${param}: no ${kind} asset ${missing.join(', ')} belongs to this account (see GET /v1/assets)`, { param })
   }
@@ -105,7 +105,7 @@ async function create (ctx: RouteContext, validate: (body: unknown, o: ValidateO
   const r = await ctx.services.shards.ask(ctx.caller!.accountId, {
     type: 'job.create',
     ...jobCaller(ctx),
-    spec,
+    spec: orderOf(spec),
     idempotencyKey,
     fingerprint: idempotencyKey !== undefined ? fingerprint(ctx) : undefined,
   }, 60_000)
@@ -177,7 +177,7 @@ export const routes: Route[] = [
       // shard without looking at its items: screening them again would count each replay of
       // a flagged item as a new violation and end in a ban.
       const answered = idempotencyKey !== undefined && (await findBatch(ctx.services.sql, caller.accountId, idempotencyKey)) !== undefined
-      const out: Array<{ index: number; type: 'video' | 'image' | null; spec?: JobSpec; error?: BatchItemView['error'] & { status: number } }> = []
+      const out: Array<{ index: number; type: 'video' | 'image' | null; spec?: JobOrder; error?: BatchItemView['error'] & { status: number } }> = []
       const generated = new Map<number, string>()
       for (const it of items) {
         if (!it.ok) { out.push({ index: it.index, type: it.type, error: { ...(it.error.toJSON() as any), status: it.error.status } }); continue }
@@ -185,7 +185,7 @@ export const routes: Route[] = [
           const hadSecret = it.request.webhook_secret !== null
           const spec = await specFor(ctx, it.request, { screen: !answered })
           if (!hadSecret && spec.request.webhook_url) generated.set(it.index, spec.request.webhook_secret as string)
-          out.push({ index: it.index, type: it.type, spec })
+          out.push({ index: it.index, type: it.type, spec: orderOf(spec) })
         } catch (err) {
           if (!(err instanceof ApiError)) throw err
           out.push({ index: it.index, type: it.type, error: { ...(err.toJSON() as any), status: err.status } })

@@ -3,6 +3,7 @@ import { Type, type Static } from '@sinclair/typebox'
 import type { RouteState } from '../../providers/registry.js'
 import type { Route } from '../route.js'
 import type { Services } from '../../services.js'
+import { ping } from '../../db/connect.js'
 
 const Health = Type.Object({
   status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')]),
@@ -54,7 +55,7 @@ async function databaseUp (s: Services): Promise<boolean> {
     let timer: NodeJS.Timeout | undefined
     try {
       await Promise.race([
-        s.sql`SELECT 1`,
+        ping(s.sql),
         new Promise((_resolve, reject) => { timer = setTimeout(() => reject(new Error('timeout')), 2000) }),
       ])
       return true

@@ -10,7 +10,7 @@ import { pipeline } from 'node:stream/promises'
 import { ApiError } from '../../errors.js'
 import { validationError } from '../../catalog/validate.js'
 import { imageMetadataText, screenText } from '../../moderation.js'
-import { insertUpload, type UploadKind } from '../../storage/upload-records.js'
+import { insertUpload, type UploadKind } from '../../db/uploads.js'
 import { CONTENT_TYPE, negotiate, serialize, writeResponse } from '../respond.js'
 import type { Reply, Route, RouteContext } from '../route.js'
 

@@ -1,8 +1,8 @@
-import type { Q } from '../db/connect.js'
+import type { Q } from './connect.js'
 
 /**
- * SQL for the uploads table (sql/0002_uploads.sql). Kept beside the upload code rather than in
- * src/db/ because storage owns the table's whole life (route writes, sweeper deletes).
+ * SQL for the uploads table (sql/0002_uploads.sql): the upload route writes it, the storage
+ * sweeper deletes expired rows.
  */
 export type UploadKind = 'image' | 'audio' | 'video'
 
@@ -22,11 +22,6 @@ export async function insertUpload (sql: Q, u: { accountId: number; key: string;
     INSERT INTO uploads (account_id, key, kind, size, content_type, expires_at)
     VALUES (${u.accountId}, ${u.key}, ${u.kind}, ${u.size}, ${u.contentType}, ${u.expiresAt})
     RETURNING *`
-  return row
-}
-
-export async function findUploadByKey (sql: Q, key: string): Promise<UploadRow | undefined> {
-  const [row] = await sql<UploadRow[]>`SELECT * FROM uploads WHERE key = ${key}`
   return row
 }
 

@@ -1,0 +1,203 @@
+import { dbUnavailable, isDbUnavailable } from '../db/connect.js'
+import { ApiError } from '../errors.js'
+import type { Sql, Tx } from '../db/connect.js'
+import { LEASE_MS, setJobRoute } from '../db/jobs.js'
+import { appendEvents, recordSubmission, type UpstreamEvent } from '../db/upstream.js'
+import { ChargeRefused } from '../db/ledger.js'
+import type { JobRow } from '../jobs/view.js'
+import type { CreatedJobView, JobCaller, JobSpec } from '../domain.js'
+import type { Providers, Route } from '../providers/registry.js'
+import { UpstreamRefused, UpstreamUnavailable, type ProviderJob, type UpstreamHandle } from '../providers/provider.js'
+import type { ResultRules } from '../providers/results.js'
+import type { UpstreamJobRow } from './job-actor.js'
+import { deadlineOf, submitOn } from './upstream-jobs.js'
+import type { Storage } from '../storage/storage.js'
+import type { AccountActor } from './account-actor.js'
+import { refusedCharge } from './decide.js'
+import type { GroupCommit } from './group-commit.js'
+import type { RedisInFlight } from './inflight.js'
+import type { ShardEvent } from './protocol.js'
+import { observeProvider } from '../worker-stats.js'
+
+export interface ActorDeps {
+  sql: Sql
+  commit: GroupCommit
+  providers: Providers
+  storage: Storage
+  simSpeed: number
+  submitTimeoutMs: number
+  /** Where provider callbacks arrive (PUBLIC_BASE_URL). */
+  publicBaseUrl: string
+  /** Result downloads (issue 11 point 6). */
+  resultRules: ResultRules
+  /** Content-policy hits before the account is suspended. */
+  violationThreshold: number
+  /** This node's id: new jobs are leased to it (DESIGN.md 4). */
+  nodeId: string
+  /** REDIS_URL is set: other nodes may change this account too. */
+  multiNode: boolean
+  /** Per-key in-flight slots shared by every node (REDIS_URL set), else null. */
+  inflight: RedisInFlight | null
+  /** Jobs whose progress changed in memory since it was last written (flushed by the shard). */
+  progress: Map<string, JobRow>
+  emit: (ev: ShardEvent) => void
+  log: (level: 'info' | 'warn' | 'error', msg: string, extra?: Record<string, unknown>) => void
+}
+
+/** A creation the mailbox admitted: its job id, whether it is the free video, and the hold. */
+export interface Creation { id: string; trial: boolean; spec: JobSpec }
+
+export function createdOf (row: JobRow, remaining: number): CreatedJobView {
+  return { id: row.id, status: row.status, model: row.model, credits_charged: row.credits_charged, remaining_credits: remaining, estimated_seconds: row.estimated_seconds }
+}
+
+/** job.create as the actor sees it: the order rebuilt into a full spec on arrival. */
+export type CreateReq = JobCaller & { spec: JobSpec; idempotencyKey?: string; fingerprint?: string }
+
+/**
+ * After the decision (DESIGN.md 5): ask the provider, then the charge, job row and ledger
+ * entry commit together before the answer leaves (docs/decisions.md "Submission order").
+ * Routes in order (issue 11 point 3): an open breaker or a refusal tries the next route; a
+ * route without room makes the job `queued` on it (charged, submitted when room frees).
+ * The 201's remaining_credits is the balance the charge RETURNed.
+ */
+export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id: string; trial: boolean }): Promise<CreatedJobView> {
+  const spec = req.spec
+  const c: Creation = { id: d.id, trial: d.trial, spec }
+  const deps = a.deps
+  const routes = deps.providers.routesFor(spec.model)
+  const id = d.id
+  const now = new Date()
+  const pj: ProviderJob = { id, type: spec.type, model: spec.model, text: spec.directiveText, estimatedSeconds: spec.estimated_seconds, request: spec.request }
+  const row: UpstreamJobRow = {
+    id, account_id: a.id, key_id: req.keyId, type: spec.type, model: spec.model, status: 'submitted', prompt: spec.prompt, request: spec.request,
+    progress: 0, credits_charged: spec.credits, credits_refunded: 0, estimated_seconds: spec.estimated_seconds, result_url: null, error_message: null,
+    content_policy_violation: false, provider: routes[0].provider.name, provider_job_id: null, idempotency_key: req.idempotencyKey ?? null,
+    request_hash: req.fingerprint ?? null, source_job_id: spec.source_job_id ?? null, free_trial: d.trial,
+    deadline_at: deadlineOf(routes[0], spec.estimated_seconds, deps.simSpeed, now.getTime()), created_at: now, updated_at: now, completed_at: null,
+    owner: deps.nodeId, lease_until: new Date(now.getTime() + LEASE_MS),
+  }
+
+  let submission: Promise<UpstreamHandle> | null = null
+  let timedOut = false
+  let handle: UpstreamHandle | null = null
+  let route: Route | null = null
+  let holds = false
+  const events: UpstreamEvent[] = []
+  let lastError: unknown = null
+  let retryAfterMs = 0
+  for (const r of routes) {
+    if (!r.breaker.allow()) continue
+    route = r
+    row.provider = r.provider.name
+    row.deadline_at = deadlineOf(r, spec.estimated_seconds, deps.simSpeed, now.getTime())
+    if (!r.hasRoom(pj)) { row.status = 'queued'; break }
+    r.acquire()
+    holds = true
+    const submitted = performance.now()
+    submission = submitOn(r, pj, spec.prompt, deps.publicBaseUrl)
+    let timer: NodeJS.Timeout | undefined
+    const answer = await Promise.race([
+      submission.then(v => ({ ok: true as const, v }), e => ({ ok: false as const, e })),
+      new Promise<null>(resolve => { timer = setTimeout(() => resolve(null), deps.submitTimeoutMs) }),
+    ])
+    clearTimeout(timer)
+    observeProvider(r.provider.name, (performance.now() - submitted) / 1000, answer !== null && answer.ok) // metrics
+    if (answer === null) { timedOut = true; break }
+    if (answer.ok) {
+      r.breaker.success()
+      handle = answer.v
+      row.provider_job_id = handle.id
+      row.upstream = handle
+      row.route = r.key
+      row.submitted_at = new Date()
+      if (r.recordsHistory) events.push({ job_id: id, source: 'submit', route: r.key, state: 'submitted', detail: { upstream_id: handle.id } })
+      break
+    }
+    r.release()
+    holds = false
+    submission = null
+    if (answer.e instanceof UpstreamUnavailable && answer.e.httpStatus === 429) {
+      // The provider is at capacity for us: like a full route, the job is charged and
+      // `queued`, and submitted again after Retry-After (issue 11 point 7).
+      row.status = 'queued'
+      retryAfterMs = answer.e.retryAfterMs ?? 1000
+      if (r.recordsHistory) events.push({ job_id: id, source: 'refused', route: r.key, state: 'rate_limited', detail: { retry_after_ms: retryAfterMs } })
+      break
+    }
+    // Refused (definitive) or unavailable (indefinite): nothing is charged for this route; the
+    // next route is tried. An indefinite error may leave an orphan upstream job: it costs us,
+    // never the client (docs/decisions.md).
+    r.breaker.failure()
+    lastError = answer.e
+    if (r.recordsHistory) events.push({ job_id: id, source: 'refused', route: r.key, state: answer.e instanceof UpstreamRefused ? 'refused' : 'unavailable', detail: { error: String((answer.e as Error)?.message ?? answer.e) } })
+    route = null
+  }
+  if (route === null) {
+    a.settled(c, req.keyId, null, false)
+    if (lastError === null) throw new ApiError('PROVIDER_ERROR', 'The provider is temporarily unavailable (circuit open); nothing was charged')
+    const msg = lastError instanceof UpstreamRefused ? lastError.message : 'The provider could not accept the job'
+    throw new ApiError('PROVIDER_ERROR', `${msg}; nothing was charged`)
+  }
+  const on: Route = route
+  row.route = on.key
+
+  // voiceover completes synchronously (SPEC.md 4.5): its 201 already carries the result.
+  if (handle !== null && spec.model === 'voiceover' && on.provider.simulated) {
+    try {
+      const st = await on.provider.status(handle, pj)
+      if (st.state === 'succeeded' && st.outputs.length) Object.assign(row, { status: 'completed', progress: 100, result_url: st.outputs[0], completed_at: new Date() })
+    } catch (err) { a.log('voiceover status failed; completing asynchronously', { job: id, err: String(err) }) }
+  }
+
+  // A configured route also records its route, handle and history in the same transaction (the
+  // implicit simulated route needs none of it: its handle is its id).
+  const h = handle
+  const after = on.recordsHistory
+    ? async (tx: Tx) => {
+      if (h !== null) await recordSubmission(tx, id, { route: on.key, provider: on.provider.name, handle: h, deadline: row.deadline_at, at: row.submitted_at! })
+      else await setJobRoute(tx, id, on.key)
+      if (events.length) await appendEvents(tx, events)
+    }
+    : undefined
+  let committed: { credits: number; free_videos_used: number }
+  try {
+    committed = await deps.commit.create({ ...row }, after)
+  } catch (err) {
+    a.settled(c, req.keyId, null, false)
+    if (holds) on.release()
+    if (handle) on.provider.cancel(handle).catch(() => {})
+    else if (submission) submission.then(x => on.provider.cancel(x), () => {}).catch(() => {})
+    if (err instanceof ChargeRefused) {
+      // Another node spent the balance or used the free video first: answer from the row.
+      throw refusedCharge(await a.reload(), d.trial, spec)
+    }
+    if (isDbUnavailable(err)) {
+      // Issue 15: the database went away mid-commit, so the outcome is unknown (COMMIT may
+      // have landed). Reload balance and counts at next use; a retry with the same
+      // Idempotency-Key finds the job if it was committed.
+      a.stale = true
+      throw dbUnavailable('The database is unreachable; the job may not have been recorded. Retry with the same Idempotency-Key')
+    }
+    deps.log('error', 'job commit failed', { account: a.id, err: String(err) })
+    throw new ApiError('INTERNAL_ERROR', 'The job could not be recorded; nothing was charged. Safe to retry with the same Idempotency-Key')
+  }
+  const running = row.status !== 'completed'
+  a.settled(c, req.keyId, committed, running)
+  a.live.emit(row)
+  if (!running) {
+    if (holds) on.release()
+  } else {
+    const job = a.live.adopt(row, pj, routes.indexOf(on), handle)
+    if (holds) job.took(on)
+    if (retryAfterMs > 0) job.retryAfter(retryAfterMs)
+    if (timedOut && submission) {
+      job.awaitSubmission(submission)
+      throw new ApiError('GATEWAY_TIMEOUT', `The provider did not answer within ${deps.submitTimeoutMs} ms; the job ${id} was created and charged and is still running. Poll GET /v1/jobs/${id} instead of resubmitting`, { details: { job_id: id } })
+    }
+    job.schedule(row.status === 'queued' ? 0 : undefined)
+  }
+  const created = createdOf(row, committed.credits)
+  if (row.status === 'completed') created.result_url = row.result_url
+  return created
+}

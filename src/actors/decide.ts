@@ -1,0 +1,84 @@
+import { ApiError } from '../errors.js'
+import type { AccountView, JobCaller, JobSpec } from '../domain.js'
+
+/**
+ * The account's decisions as pure functions of (state, request) -> refusal or go (issue 12
+ * point 1). No threads, no database, no clock: the actor feeds them its memory (or, across
+ * nodes, what Redis and the conditional charge answer) and applies the outcome. Order of the
+ * checks is SPEC.md's: ban/lock, free trial, concurrency, balance.
+ */
+
+/** Where the free trial and upgrade prompts point (SPEC.md 7, upgrade_required). */
+export const PRICING_URL = '/v1/credits/pricing'
+
+/** Credits and trial videos held by creations decided but not committed yet. */
+export interface Held { credits: number; trialVideos: number }
+
+/** A video (or extension) made before the first purchase is the free-trial video (SPEC.md 8). */
+export function isTrialVideo (a: AccountView, spec: JobSpec): boolean {
+  return !a.has_purchased && !a.enterprise && (spec.type === 'video' || spec.type === 'extend')
+}
+
+/** Ban, credit lock and the one free video. */
+export function refuseAccount (a: AccountView, held: Held, spec: JobSpec): ApiError | null {
+  if (a.banned) return new ApiError('ACCOUNT_BANNED')
+  if (a.credits_locked) return new ApiError('NOT_ELIGIBLE', 'Credits on this account are locked', { reason: 'credits_locked', reasons: ['credits_locked'] })
+  if (isTrialVideo(a, spec) && a.free_videos_used + held.trialVideos >= 1) return trialUsed()
+  return null
+}
+
+export function trialUsed (): ApiError {
+  return new ApiError('upgrade_required', 'The free trial includes one video; buy credits to make more', { pricing_url: PRICING_URL })
+}
+
+/** `inFlight` jobs of the caller's key already running (or held). */
+export function refuseConcurrency (caller: Pick<JobCaller, 'maxConcurrent'>, inFlight: number): ApiError | null {
+  if (inFlight < caller.maxConcurrent) return null
+  return new ApiError('concurrency_limit_reached', `This key already has ${inFlight} jobs in flight (max ${caller.maxConcurrent}); nothing was charged`,
+    { max_concurrent: caller.maxConcurrent, in_flight: inFlight })
+}
+
+/** The balance net of what pending creations hold must cover the price. */
+export function refuseBalance (a: AccountView, held: Held, spec: JobSpec): ApiError | null {
+  const available = a.credits - held.credits
+  if (available >= spec.credits) return null
+  return insufficient(spec.credits, available)
+}
+
+export function insufficient (required: number, available: number): ApiError {
+  const avail = Math.max(0, available)
+  return new ApiError('INSUFFICIENT_CREDITS', `This job costs ${required} credits; the balance is ${avail}`, { required, available: avail })
+}
+
+/** Every in-memory check in SPEC order: the refusal, or null to go ahead. */
+export function refuseCreate (a: AccountView, held: Held, caller: Pick<JobCaller, 'maxConcurrent'>, inFlight: number, spec: JobSpec): ApiError | null {
+  return refuseAccount(a, held, spec) ?? refuseConcurrency(caller, inFlight) ?? refuseBalance(a, held, spec)
+}
+
+/** Refusals another node's writes can make stale: worth one reload before answering. */
+export function mayBeStale (err: unknown): boolean {
+  return err instanceof ApiError && (err.code === 'INSUFFICIENT_CREDITS' || err.code === 'upgrade_required' || err.code === 'concurrency_limit_reached')
+}
+
+/** What an Idempotency-Key already bound on this account means for a new request. */
+export type IdemEntry = { fingerprint: string; jobId: string } | { fingerprint: string; pending: Promise<unknown> }
+export type IdemDecision =
+  | { kind: 'new' }
+  | { kind: 'replay'; jobId: string }
+  | { kind: 'wait'; pending: Promise<unknown> }
+  | { kind: 'refuse'; error: ApiError }
+
+export function decideIdempotency (entry: IdemEntry | undefined, fingerprint: string | undefined): IdemDecision {
+  if (entry === undefined) return { kind: 'new' }
+  if (entry.fingerprint !== (fingerprint ?? '')) return { kind: 'refuse', error: new ApiError('IDEMPOTENCY_CONFLICT') }
+  return 'pending' in entry ? { kind: 'wait', pending: entry.pending } : { kind: 'replay', jobId: entry.jobId }
+}
+
+/**
+ * A conditional charge the database refused (another node spent the balance or used the free
+ * video first): which refusal to answer, from the account as reloaded after it.
+ */
+export function refusedCharge (fresh: AccountView, trial: boolean, spec: JobSpec): ApiError {
+  if (trial && isTrialVideo(fresh, spec) && fresh.free_videos_used >= 1) return trialUsed()
+  return insufficient(spec.credits, fresh.credits)
+}

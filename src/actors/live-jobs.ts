@@ -1,0 +1,233 @@
+import { ApiError } from '../errors.js'
+import { getJob, updateJobProgress } from '../db/jobs.js'
+import { endJob } from '../db/ledger.js'
+import { appendEvents, recordSubmission, type UpstreamEvent } from '../db/upstream.js'
+import { directiveTextOf } from '../jobs/spec.js'
+import { TERMINAL, viewOf, type JobRow, type JobStatus, type JobView } from '../jobs/view.js'
+import type { AccountView } from '../domain.js'
+import type { ProviderJob, UpstreamHandle, UpstreamState } from '../providers/provider.js'
+import type { Route } from '../providers/registry.js'
+import type { ResultRules } from '../providers/results.js'
+import { embedUrlOf } from '../providers/library-media.js'
+import type { Storage } from '../storage/storage.js'
+import type { ActorDeps } from './creation.js'
+import { JobActor, type JobHost, type UpstreamJobRow } from './job-actor.js'
+import type { Mailbox } from './mailbox.js'
+import type { KeySlots } from './slots.js'
+import { deadlineOf, submitOn } from './upstream-jobs.js'
+
+/** What the running jobs need from their account. */
+export interface JobsOwner {
+  readonly id: number
+  readonly deps: ActorDeps
+  readonly mailbox: Mailbox
+  readonly slots: KeySlots
+  readonly state: AccountView | null
+  load (): Promise<AccountView> | AccountView
+}
+
+/**
+ * An account's running jobs and the JobHost side of its actor (issue 12 point 4): status
+ * changes, submissions, results and refunds are committed through the group commit
+ * (src/db/ledger.ts), each in the account's mailbox; progress ticks change memory and reach GET
+ * and SSE as events at once, and the table every few seconds (deps.progress, flushed by the
+ * shard).
+ */
+export class LiveJobs implements JobHost {
+  readonly jobs = new Map<string, JobActor>()
+
+  constructor (private readonly a: JobsOwner) {}
+
+  get storage (): Storage { return this.a.deps.storage }
+  get resultRules (): ResultRules { return this.a.deps.resultRules }
+  log (msg: string, extra?: Record<string, unknown>): void { this.a.deps.log('warn', msg, { account: this.a.id, ...extra }) }
+  emit (row: JobRow): void { this.a.deps.emit({ type: 'job.updated', accountId: this.a.id, job: viewOf(row) }) }
+
+  /** Registers a live JobActor for a committed, non-terminal job (creation or resume). */
+  adopt (row: UpstreamJobRow, pj?: ProviderJob, routeIndex?: number, handle?: UpstreamHandle | null): JobActor {
+    const job = this.actorFor(row, pj, routeIndex, handle)
+    this.jobs.set(row.id, job)
+    return job
+  }
+
+  private actorFor (row: UpstreamJobRow, pj?: ProviderJob, routeIndex?: number, handle?: UpstreamHandle | null): JobActor {
+    const providers = this.a.deps.providers
+    let routes = providers.routesFor(row.model)
+    let index = routeIndex ?? 0
+    let h = handle ?? row.upstream ?? null
+    if (routeIndex === undefined && (row.provider_job_id !== null || row.route)) {
+      // A stored job: the route it ran on, whatever the routing file says now.
+      const r = providers.routeOf(row.model, row.route ?? null, row.provider)
+      index = routes.indexOf(r)
+      if (index < 0) { routes = [r]; index = 0 }
+      if (h === null && row.provider_job_id !== null) h = { id: row.provider_job_id, model: r.spec.model }
+    }
+    return new JobActor(row, pj ?? {
+      id: row.id, type: row.type, model: row.model, text: directiveTextOf(row.request, row.prompt), estimatedSeconds: row.estimated_seconds, request: row.request,
+    }, routes, this, expectedMs(row, routes[index], this.a.deps.simSpeed), index, h)
+  }
+
+  /** Resume a claimed job (restart, or another node's expired lease): it holds a slot here now. */
+  resume (row: JobRow): void {
+    if (this.jobs.has(row.id)) return
+    this.a.slots.run(row.key_id, row.id, this.a.state !== null)
+    const job = this.adopt(row)
+    // A submitted job holds a slot of its route's capacity again.
+    if (job.handle !== null) { job.route.acquire(); job.took(job.route) }
+    job.schedule(1)
+  }
+
+  /**
+   * A verified provider callback (issue 11 point 4) for a job of this account. A live job takes
+   * it at once. A job this node does not run (another node holds its lease) is settled here
+   * when the callback reports an end: the terminal transition is a conditional UPDATE with the
+   * refund in the same transaction, so exactly one node moves the money.
+   */
+  callback (jobId: string, state: UpstreamState | undefined): Promise<'live' | 'settled' | 'ignored'> {
+    return this.a.mailbox.post(async () => {
+      const live = this.jobs.get(jobId)
+      if (live) { live.poke(state); return 'live' as const }
+      const row = await getJob(this.a.deps.sql, jobId) as UpstreamJobRow | undefined
+      if (!row || row.account_id !== this.a.id || TERMINAL.has(row.status) || row.provider_job_id === null) return 'ignored' as const
+      await this.a.load()
+      const job = this.actorFor(row)
+      // Not registered: it runs one step and is dropped (the owner keeps polling).
+      job.oneShot = true
+      job.poke(state)
+      return 'settled' as const
+    })
+  }
+
+  /** A job this node no longer runs (ended elsewhere, or leased to another node). */
+  forget (job: JobActor): void {
+    job.stop()
+    // A job settled for a callback without being adopted (callback()) was never counted here.
+    if (this.jobs.get(job.id) !== job) return
+    this.jobs.delete(job.id)
+    this.a.slots.end(job.row.key_id, job.id, false)
+    this.a.deps.progress.delete(job.id)
+  }
+
+  private finished (job: JobActor): void {
+    const counted = this.jobs.get(job.id) === job
+    this.forget(job)
+    if (counted) this.a.slots.free(job.row.key_id, job.id)
+  }
+
+  /** The job ended elsewhere: the read cache and SSE get the stored terminal view. */
+  private async refreshView (id: string): Promise<void> {
+    try {
+      const row = await getJob(this.a.deps.sql, id)
+      if (row && TERMINAL.has(row.status)) this.emit(row)
+    } catch {}
+  }
+
+  progress (job: JobActor, status: JobStatus, progress: number, events: UpstreamEvent[] = []): Promise<void> {
+    return this.a.mailbox.post(async () => {
+      if (job.terminal) return
+      const r = job.row
+      const at = new Date()
+      const ev = job.route.recordsHistory ? events : []
+      if (status !== r.status || ev.length > 0) {
+        await this.a.deps.commit.run(async (tx) => {
+          await updateJobProgress(tx, job.id, status, progress, null, at)
+          if (ev.length) await appendEvents(tx, ev)
+        })
+        this.a.deps.progress.delete(job.id)
+      } else this.a.deps.progress.set(job.id, r)
+      Object.assign(r, { status, progress, updated_at: at })
+      this.emit(r)
+    })
+  }
+
+  /** A queued job (or one whose creation timed out) handed to its provider. */
+  submitted (job: JobActor, route: Route, handle: UpstreamHandle, events: UpstreamEvent[]): Promise<void> {
+    return this.a.mailbox.post(async () => {
+      if (job.terminal) return
+      const at = new Date()
+      const deadline = this.deadlineFrom(job, route, at.getTime())
+      await this.a.deps.commit.run(async (tx) => {
+        await recordSubmission(tx, job.id, { route: route.key, provider: route.provider.name, handle, deadline, at })
+        if (events.length && route.recordsHistory) await appendEvents(tx, events)
+      })
+      Object.assign(job.row, { status: 'submitted', provider: route.provider.name, provider_job_id: handle.id, upstream: handle, route: route.key, submitted_at: at, deadline_at: deadline, updated_at: at })
+      this.emit(job.row)
+    })
+  }
+
+  record (events: UpstreamEvent[]): Promise<void> {
+    if (events.length === 0) return Promise.resolve()
+    return this.a.deps.commit.run(tx => appendEvents(tx, events))
+  }
+
+  deadlineFrom (job: JobActor, route: Route, at: number): Date {
+    return deadlineOf(route, job.row.estimated_seconds, this.a.deps.simSpeed, at)
+  }
+
+  submitWith (job: JobActor, route: Route): Promise<UpstreamHandle> {
+    return submitOn(route, job.pj, job.row.prompt, this.a.deps.publicBaseUrl)
+  }
+
+  complete (job: JobActor, resultUrl: string, events: UpstreamEvent[] = [], thumbnailUrl: string | null = null): Promise<void> {
+    return this.a.mailbox.post(async () => {
+      if (job.terminal) return
+      const r = job.row
+      const at = new Date()
+      const base = this.a.deps.publicBaseUrl
+      const history = job.route.recordsHistory ? { route: job.route.key, events } : null
+      const done = await this.a.deps.commit.complete({ row: r, resultUrl, at }, { history, media: { thumbnailUrl, embedUrl: (id) => embedUrlOf(base, id) } })
+      this.finished(job)
+      if (!done) { await this.refreshView(r.id); return }
+      Object.assign(r, { status: 'completed', progress: 100, result_url: resultUrl, updated_at: at, completed_at: at })
+      this.emit(r)
+    })
+  }
+
+  fail (job: JobActor, message: string, policyViolation: boolean, events: UpstreamEvent[] = []): Promise<void> {
+    return this.a.mailbox.post(() => this.terminate(job, 'failed', message, policyViolation, job.route.recordsHistory ? events : []))
+  }
+
+  /** failed or cancelled: the refund commits with the terminal state (DESIGN.md 3). */
+  private async terminate (job: JobActor, status: 'failed' | 'cancelled', message: string | null, policyViolation: boolean, events: UpstreamEvent[] = []): Promise<void> {
+    if (job.terminal) return
+    const r = job.row
+    const at = new Date()
+    const done = await this.a.deps.commit.run(tx => endJob(tx, r, status, message, policyViolation, at, events))
+    this.finished(job)
+    if (done === false) { await this.refreshView(r.id); return }
+    const s = this.a.state
+    if (s) {
+      if (done.credits !== null) s.credits = done.credits
+      if (r.free_trial) s.free_videos_used = Math.max(0, s.free_videos_used - 1)
+    }
+    Object.assign(r, { status, error_message: message, content_policy_violation: policyViolation, credits_refunded: r.credits_charged, updated_at: at, completed_at: at })
+    this.emit(r)
+  }
+
+  /** DELETE /jobs/{id} (SPEC.md 3): only a queued job can be cancelled. */
+  cancel (jobId: string): Promise<JobView> {
+    return this.a.mailbox.post(async () => {
+      await this.a.load()
+      let live = this.jobs.get(jobId)
+      if (!live) {
+        const row = await getJob(this.a.deps.sql, jobId)
+        if (!row || row.account_id !== this.a.id) throw new ApiError('JOB_NOT_FOUND')
+        if (row.status !== 'queued') throw new ApiError('CANNOT_CANCEL', `Job ${jobId} is ${row.status}; only queued jobs can be cancelled`, { status: row.status })
+        // Queued but leased by another node: nothing was sent to a provider, so it can be
+        // cancelled here; the other node drops its copy at its next lease renewal.
+        this.a.slots.run(row.key_id, row.id, true)
+        live = this.adopt(row)
+      }
+      if (live.row.status !== 'queued' || live.submitting) {
+        throw new ApiError('CANNOT_CANCEL', `Job ${jobId} is ${live.row.status}; only queued jobs can be cancelled`, { status: live.row.status })
+      }
+      await this.terminate(live, 'cancelled', 'Cancelled by the client; credits refunded', false)
+      return viewOf(live.row)
+    })
+  }
+}
+
+function expectedMs (row: JobRow, route: Route, simSpeed: number): number {
+  if (!route.provider.simulated) return row.estimated_seconds * 1000
+  return row.model === 'voiceover' ? 1 : row.estimated_seconds * 1000 / simSpeed
+}

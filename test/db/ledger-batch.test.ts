@@ -1,0 +1,102 @@
+// Creations written together (issue 12 point 4): the group commit turns a batch of creations
+// into one UPDATE of the accounts, one INSERT of ledger entries and one INSERT of jobs, each
+// creation answering with the balance its own charge left; a batch an account cannot cover
+// falls back to one creation at a time.
+import t from 'tap'
+import { connect } from '../../src/db/connect.js'
+import { migrate } from '../../src/db/migrate.js'
+import { ChargeRefused } from '../../src/db/ledger.js'
+import { GroupCommit } from '../../src/actors/group-commit.js'
+import type { JobRow } from '../../src/jobs/view.js'
+import { freshDatabase } from '../helpers/db.js'
+
+const sql = connect(await freshDatabase(t), { max: 2 })
+t.teardown(() => sql.end({ timeout: 5 }))
+await migrate(sql)
+
+async function account (credits: number, o: { purchased?: boolean } = {}): Promise<number> {
+  const [{ id }] = await sql<{ id: number }[]>`INSERT INTO accounts (email, password_hash, credits, has_purchased)
+    VALUES (${`lb${Math.random()}@example.com`}, 'x', ${credits}, ${o.purchased ?? true}) RETURNING id`
+  await sql`INSERT INTO credit_entries (account_id, delta, kind) VALUES (${id}, ${credits}, 'grant')`
+  return id
+}
+
+let seq = 0
+function row (accountId: number, credits: number, o: Partial<JobRow> = {}): JobRow {
+  const now = new Date()
+  return {
+    id: `job_lb${String(++seq).padStart(14, '0')}`, account_id: accountId, key_id: null, type: 'image', model: 'nano-banana', status: 'submitted',
+    prompt: 'p', request: { model: 'nano-banana', prompt: 'p', nested: { a: [1, 2] } }, progress: 0, credits_charged: credits, credits_refunded: 0,
+    estimated_seconds: 15, result_url: null, error_message: null, content_policy_violation: false, provider: 'simulated', provider_job_id: `sim_${seq}`,
+    idempotency_key: null, request_hash: null, source_job_id: null, free_trial: false, deadline_at: new Date(now.getTime() + 600_000),
+    created_at: now, updated_at: now, completed_at: null, owner: 'node-a', lease_until: new Date(now.getTime() + 30_000), ...o,
+  } as JobRow
+}
+
+const state = async (id: number) => (await sql<{ credits: number; sum: number; jobs: number; used: number }[]>`
+  SELECT credits, free_videos_used AS used, (SELECT sum(delta)::int FROM credit_entries WHERE account_id = a.id) AS sum,
+    (SELECT count(*)::int FROM jobs WHERE account_id = a.id) AS jobs FROM accounts a WHERE id = ${id}`)[0]
+
+t.test('covered creations of two accounts commit in one transaction, each with its own balance', async (t) => {
+  const a = await account(100)
+  const b = await account(50)
+  const gc = new GroupCommit(sql)
+  const rows = [row(a, 30), row(b, 20), row(a, 30), row(a, 30), row(b, 20)]
+  const got = await Promise.all(rows.map(r => gc.create(r)))
+  t.same(got.map(g => g.credits), [70, 30, 40, 10, 10], 'each 201 would show the balance its charge left')
+  t.same(gc.stats, { transactions: 1, items: 5, fallbacks: 0, together: 5 })
+  t.same(await state(a), { credits: 10, used: 0, sum: 10, jobs: 3 })
+  t.same(await state(b), { credits: 10, used: 0, sum: 10, jobs: 2 })
+  const [j] = await sql<JobRow[]>`SELECT * FROM jobs WHERE id = ${rows[0].id}`
+  t.same(j.request, rows[0].request, 'the request is stored as sent')
+  t.equal(j.owner, 'node-a')
+  t.equal(j.deadline_at.getTime(), rows[0].deadline_at.getTime())
+})
+
+t.test('an account its batch overdraws: the covered creations commit, the rest are refused', async (t) => {
+  const a = await account(100)
+  const b = await account(50)
+  const gc = new GroupCommit(sql)
+  const rows = [row(a, 30), row(b, 30), row(b, 30), row(a, 30)]
+  const got = await Promise.allSettled(rows.map(r => gc.create(r)))
+  t.same(got.map(g => g.status), ['fulfilled', 'fulfilled', 'rejected', 'fulfilled'])
+  t.ok((got[2] as PromiseRejectedResult).reason instanceof ChargeRefused)
+  t.same(await state(a), { credits: 40, used: 0, sum: 40, jobs: 2 })
+  t.same(await state(b), { credits: 20, used: 0, sum: 20, jobs: 1 }, 'nothing of the refused creation was written')
+})
+
+t.test('two free-trial videos of one account in one batch: only one is charged', async (t) => {
+  const a = await account(200, { purchased: false })
+  const gc = new GroupCommit(sql)
+  const got = await Promise.allSettled([row(a, 50, { type: 'video', free_trial: true }), row(a, 50, { type: 'video', free_trial: true })].map(r => gc.create(r)))
+  t.same(got.map(g => g.status).sort(), ['fulfilled', 'rejected'])
+  t.same(await state(a), { credits: 150, used: 1, sum: 150, jobs: 1 })
+})
+
+t.test('completions of a batch are written together: job rows, library rows and outbox rows; a video alone in the same transaction', async (t) => {
+  const a = await account(1000)
+  const b = await account(1000)
+  await sql`INSERT INTO webhooks (account_id, url, secret, events) VALUES (${a}, 'https://hooks.example/a', 's1', ${['job.completed']}),
+    (${b}, 'https://hooks.example/b', 's2', ${['job.failed']})`
+  const gc = new GroupCommit(sql)
+  const rows = [row(a, 10), row(a, 10, { type: 'video', model: 'seedance-2-mini', request: { aspect_ratio: '9:16', webhook_url: 'https://hooks.example/job', webhook_secret: 'x' } }), row(b, 10), row(b, 10)]
+  await Promise.all(rows.map(r => gc.create(r)))
+  await sql`UPDATE jobs SET status = 'failed' WHERE id = ${rows[3].id}` // already terminal: left alone
+  const at = new Date()
+  const before = gc.stats.together
+  const done = await Promise.all(rows.map(r => gc.complete({ row: r, resultUrl: `https://files.example/${r.id}`, at })))
+  t.same(done, [true, true, true, false])
+  t.equal(gc.stats.together - before, 3, 'the three image completions in one set of statements; the video (its library media is keyed by its id) alone')
+  const jobs = await sql<{ id: string; status: string; result_url: string | null }[]>`SELECT id, status, result_url FROM jobs WHERE id = ANY(${rows.map(r => r.id)}) ORDER BY id`
+  t.same(jobs.map(j => j.status), ['completed', 'completed', 'completed', 'failed'])
+  t.equal(jobs[0].result_url, `https://files.example/${rows[0].id}`)
+  const images = await sql`SELECT job_id, model, model_id FROM images WHERE job_id = ANY(${rows.map(r => r.id)}) ORDER BY job_id`
+  t.same(images.map(i => i.job_id), [rows[0].id, rows[2].id])
+  t.equal(images[0].model, 'simulated/nano-banana')
+  const [v] = await sql`SELECT job_id, aspect_ratio, video_url FROM videos WHERE job_id = ${rows[1].id}`
+  t.same({ ...v }, { job_id: rows[1].id, aspect_ratio: '9:16', video_url: `https://files.example/${rows[1].id}` })
+  const dl = await sql<{ job_id: string; url: string; event: string; body: string }[]>`SELECT job_id, url, event, body FROM webhook_deliveries WHERE account_id IN (${a}, ${b}) ORDER BY job_id, url`
+  t.same(dl.map(d => [d.job_id, d.url]), [[rows[0].id, 'https://hooks.example/a'], [rows[1].id, 'https://hooks.example/a'], [rows[1].id, 'https://hooks.example/job']],
+    "account a's subscribed hook for each of its jobs plus the job's own; b's hook wants only job.failed")
+  t.equal(JSON.parse(dl[0].body).data.job.status, 'completed')
+})

@@ -198,7 +198,9 @@ export function lifecycleScenario (name: string, simSpeed: number): Scenario {
               { metric: 'outbox rows delivered (service)', value: `${j.delivered} / ${j.outbox}`, target: 'all', met: j.delivered === j.outbox },
               { metric: 'UPDATEs of the job row per job (service; baseline)', value: `${svcUpd}; ${baseUpd}`, target: 'counted', met: true },
             ]
-            return { checks, raw: { failures: reasons.map(x => ({ ...x })), service: j, baseline: bc, ledger: inv, updates, created, settleMs, pollMs, durationMs } }
+            return { checks, raw: {
+              failures: reasons.map(x => ({ ...x })), service: j, baseline: bc, ledger: inv, updates, created, settleMs, pollMs, durationMs
+            } }
           },
           close: async () => { await c.end({ timeout: 2 }); await b.stop(); await s.close(); await receiver.stop() },
         }

@@ -22,7 +22,9 @@ export const scenario: Scenario = {
     writeFileSync(join(dir, 'models.json'), body)
     const uws = await startBaseline('bare uWS', 'baselines/uws-static.js', { BODY_FILE: join(dir, 'models.json'), CONTENT_TYPE: r.headers.get('content-type') ?? 'application/json' })
     const fastify = await startBaseline('Fastify hello', 'baselines/fastify-hello.js')
-    const run = (pid: number, url: string, seconds: number) => measure(pid, { url, connections: o.connections, duration: seconds }).then(x => ({ ...x.m, body_bytes: body.length }))
+    const run = (pid: number, url: string, seconds: number) => measure(pid, { url, connections: o.connections, duration: seconds }).then(x => ({
+      ...x.m, body_bytes: body.length
+    }))
     const side = (name: string, role: 'service' | 'baseline', pid: number, url: string) => ({
       name,
       role,

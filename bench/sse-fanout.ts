@@ -16,7 +16,10 @@ import { QUEUE_PROMPT } from './sse-hold.js'
 
 const JOBS = 10
 
-async function fanoutRound (o: BenchOptions, pid: number, port: number, n: number, jobs: Array<{ id: string; key: string }>, path: (id: string) => string, headers: (key: string) => Record<string, string>, trigger: (j: { id: string; key: string }) => Promise<number>): Promise<Metrics> {
+async function fanoutRound (
+  o: BenchOptions, pid: number, port: number, n: number, jobs: Array<{ id: string; key: string }>, path: (id: string) => string,
+  headers: (key: string) => Record<string, string>, trigger: (j: { id: string; key: string }) => Promise<number>
+): Promise<Metrics> {
   const r = await openStreams({ port, n, path: (i) => path(jobs[i % jobs.length].id), headers: (i) => headers(jobs[i % jobs.length].key) })
   const streams = r.streams.filter(s => s.openedAt > 0)
   if (r.failed) o.log(`  ${r.failed} streams failed to open: ${JSON.stringify(r.statuses)}`)

@@ -21,7 +21,9 @@ const SETTLE_MS = 10_000
 export const QUEUE_PROMPT = 'a queued portrait [sim:queue] (bench)'
 
 /** Opens n streams against `pid`, reads RSS/CPU around it, closes them. */
-export async function holdRound (o: BenchOptions, pid: number, port: number, path: (i: number) => string, headers: (i: number) => Record<string, string>, n: number): Promise<Metrics> {
+export async function holdRound (
+  o: BenchOptions, pid: number, port: number, path: (i: number) => string, headers: (i: number) => Record<string, string>, n: number
+): Promise<Metrics> {
   const warm = await openStreams({ port, path, headers, n: Math.min(500, n) })
   closeStreams(warm.streams)
   await sleep(1500)

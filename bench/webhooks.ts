@@ -25,7 +25,10 @@ const ACCOUNTS = 10
 const DIRECT_CONNECTIONS = 16
 const BODY = JSON.stringify({ model: 'nano-banana', prompt: 'a hook-shaped cloud (bench webhooks)' })
 
-interface Stats { received: number; unique: number; uniqueAtRelease: number; duplicates: number; jobs: number; badBodies: number; held: number; done: boolean; spanMs: number | null; lastAfterStartMs: number | null }
+interface Stats {
+  received: number; unique: number; uniqueAtRelease: number; duplicates: number; jobs: number; badBodies: number; held: number; done: boolean
+  spanMs: number | null; lastAfterStartMs: number | null
+}
 
 export const scenario: Scenario = {
   name: 'webhooks',

@@ -136,10 +136,22 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const probeSql = connect(databaseUrl, { max: 1, stallMs: config.dbStallTimeoutMs })
   const dbHealth = new DbHealth(() => probeSql`SELECT 1`, 250, (up) => log.warn(up ? 'database reachable again' : 'database unreachable'))
   const providers = await Providers.load(config, storage, config.shards)
-  const services: Services = { providers, config, sql, dbHealth, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, bus, redisLimiter: bus ? new RedisRateLimiter(bus.pub, config.redisPrefix) : null, loginThrottle: bus ? new RedisLoginThrottle(bus.pub, config.redisPrefix) : new MemoryLoginThrottle(), nodeId, tickets: new Tickets(jwtSecret), metrics, version: await readVersion() }
+  const services: Services = {
+    providers, config, sql, dbHealth, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, bus,
+    redisLimiter: bus ? new RedisRateLimiter(bus.pub, config.redisPrefix) : null,
+    loginThrottle: bus ? new RedisLoginThrottle(bus.pub, config.redisPrefix) : new MemoryLoginThrottle(), nodeId, tickets: new Tickets(jwtSecret),
+    metrics, version: await readVersion()
+  }
   const delivery = new DeliveryPool({ databaseUrl, config, version: services.version, onLog: (level, msg) => log[level](msg) }) // webhooks (DESIGN.md 2)
   await delivery.ready()
-  metrics.setSources({ sql, sseOpen: () => sse.size, workerStats: async () => { const [s, d] = await Promise.all([shards.stats(), delivery.stats()]); return [...s, ...d] } })
+  metrics.setSources({
+    sql,
+    sseOpen: () => sse.size,
+    workerStats: async () => {
+      const [s, d] = await Promise.all([shards.stats(), delivery.stats()])
+      return [...s, ...d]
+    },
+  })
 
   let doc: unknown = null
   const routes = allRoutes(() => doc, opts.routes)

@@ -36,7 +36,9 @@ export function scrub (text: string, extra: readonly string[] = []): string {
  * `err` serializer that scrubs secret values (the env tokens above, API keys, JWTs) from
  * messages and stacks.
  */
-export function createLogger (level: string, opts: { base?: Record<string, unknown>; secrets?: readonly string[]; destination?: DestinationStream } = {}): Logger {
+export function createLogger (level: string, opts: {
+  base?: Record<string, unknown>; secrets?: readonly string[]; destination?: DestinationStream
+} = {}): Logger {
   const secrets = [...(opts.secrets ?? []), ...SECRET_ENV.map(k => process.env[k] ?? '')].filter(s => s.length >= 8)
   const errSerializer = (e: unknown) => {
     const v = pino.stdSerializers.err(e as Error) as unknown as Record<string, unknown>

@@ -48,7 +48,10 @@ export class Metering {
    * -1 with `method` and `url` for requests that matched no route. `account`/`key` NaN for
    * none. `reqNum` the counter of a generated request id, or NaN with `reqStr` the client's.
    */
-  push (atMs: number, account: number, key: number, ep: number, method: string | null, url: string | null, status: number, credits: number, latencyMs: number, reqNum: number, reqStr: string | null): void {
+  push (
+    atMs: number, account: number, key: number, ep: number, method: string | null, url: string | null, status: number, credits: number,
+    latencyMs: number, reqNum: number, reqStr: string | null
+  ): void {
     this.buf.push(atMs, account, key, ep, method, url, status, credits, latencyMs, reqNum, reqStr)
     if (this.buf.length >= 5000 && this.flushing === null) void this.flush()
   }

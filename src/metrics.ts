@@ -83,11 +83,15 @@ export class Metrics {
     this.created = new Counter({ name: 'genjobs_jobs_created_total', help: 'Jobs created (not replays), by type and model', labelNames: ['type', 'model'], registers })
     this.refusals = new Counter({ name: 'genjobs_refusals_total', help: 'Requests refused with 429, by reason (RATE_LIMIT_EXCEEDED, concurrency_limit_reached, TOO_MANY_STREAMS)', labelNames: ['reason'], registers })
     this.finished = new Counter({ name: 'genjobs_jobs_finished_total', help: 'Jobs that reached a terminal state on this node, by status', labelNames: ['status'], registers })
-    const self = this
-    new Gauge({ name: 'genjobs_sse_streams_open', help: 'SSE streams open on this node', registers, collect () { this.set(self.sources?.sseOpen() ?? 0) } })
-    new Gauge({ name: 'genjobs_jobs', help: 'Jobs in a non-terminal state (all nodes, from PostgreSQL), by state', labelNames: ['state'], registers, collect () { for (const s of NON_TERMINAL) this.set({ state: s }, self.jobsByState[s] ?? 0) } })
-    new Gauge({ name: 'genjobs_outbox_lag_seconds', help: 'Age of the oldest webhook delivery that is due and not yet delivered (0 when none)', registers, collect () { this.set(self.outboxLagSeconds) } })
-    new Gauge({ name: 'genjobs_outbox_pending', help: 'Webhook deliveries waiting (pending) in the outbox', registers, collect () { this.set(self.outboxPending) } })
+    // Read at scrape time through arrows (collect's own `this` is the gauge).
+    const sseOpen = () => this.sources?.sseOpen() ?? 0
+    const jobsIn = (state: string) => this.jobsByState[state] ?? 0
+    const outboxLag = () => this.outboxLagSeconds
+    const outboxPending = () => this.outboxPending
+    new Gauge({ name: 'genjobs_sse_streams_open', help: 'SSE streams open on this node', registers, collect () { this.set(sseOpen()) } })
+    new Gauge({ name: 'genjobs_jobs', help: 'Jobs in a non-terminal state (all nodes, from PostgreSQL), by state', labelNames: ['state'], registers, collect () { for (const s of NON_TERMINAL) this.set({ state: s }, jobsIn(s)) } })
+    new Gauge({ name: 'genjobs_outbox_lag_seconds', help: 'Age of the oldest webhook delivery that is due and not yet delivered (0 when none)', registers, collect () { this.set(outboxLag()) } })
+    new Gauge({ name: 'genjobs_outbox_pending', help: 'Webhook deliveries waiting (pending) in the outbox', registers, collect () { this.set(outboxPending()) } })
     const sumHist = (name: string, pick: (s: StatsSnapshot) => HistSnap) => () => {
       const m = new Map<string, HistSnap>()
       for (const s of this.snaps) addHist(m, '', pick(s))
@@ -99,7 +103,11 @@ export class Metrics {
     // per-request series are kept in plain cells instead and exposed at scrape time.
     reg(new Collected('genjobs_http_requests_total', 'HTTP requests answered, by route pattern (unmatched: no route), method and status', 'counter', () => {
       const out: Row[] = []
-      for (const [route, byMethod] of this.reqCells) for (const [method, byStatus] of byMethod) for (const [status, c] of byStatus) out.push({ labels: { route, method, status }, value: c.n })
+      for (const [route, byMethod] of this.reqCells) {
+        for (const [method, byStatus] of byMethod) {
+          for (const [status, c] of byStatus) out.push({ labels: { route, method, status }, value: c.n })
+        }
+      }
       return out
     }))
     reg(new Collected('genjobs_http_request_duration_seconds', 'Time from request to answer, by route pattern', 'histogram', () =>

@@ -30,7 +30,10 @@ import postgres from 'postgres'
 
 const PRICE = 10
 const ESTIMATED_SECONDS = 15 // nano-banana
-const sql = postgres(process.env.DATABASE_URL!, { max: Number(process.env.PG_POOL ?? 10), onnotice: () => {}, types: { bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) } } as any })
+const sql = postgres(process.env.DATABASE_URL!, {
+  max: Number(process.env.PG_POOL ?? 10), onnotice: () => {},
+  types: { bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) } } as any
+})
 const accounts = Number(process.env.ACCOUNTS ?? 100)
 const credits = Number(process.env.CREDITS ?? 100_000_000)
 /** Accounts 1..WEBHOOK_ACCOUNTS have one registered webhook (job.completed) to WEBHOOK_URL. */

@@ -12,7 +12,9 @@ export interface ChaosOptions {
 export interface Answer { status: number; body: any; ms: number; retryAfter: string | null; at: number }
 
 /** One HTTP request with a hard client-side cap (a hang shows as status 0 after `capMs`). */
-export async function call (base: string, method: string, path: string, o: { key?: string; token?: string; body?: unknown; raw?: string; headers?: Record<string, string>; capMs?: number } = {}): Promise<Answer> {
+export async function call (base: string, method: string, path: string, o: {
+  key?: string; token?: string; body?: unknown; raw?: string; headers?: Record<string, string>; capMs?: number
+} = {}): Promise<Answer> {
   const headers: Record<string, string> = { ...o.headers }
   if (o.key) headers['x-api-key'] = o.key
   if (o.token) headers.authorization = `Bearer ${o.token}`

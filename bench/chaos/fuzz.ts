@@ -51,7 +51,11 @@ function objectOf (doc: any, s: Schema, depth: number): fc.Arbitrary<unknown> {
   if (props.length === 0) return fc.object({ maxDepth: 2 })
   const rec: Record<string, fc.Arbitrary<unknown>> = {}
   for (const [k, v] of props) rec[k] = valueOf(doc, v, depth)
-  return fc.tuple(fc.record(rec, { requiredKeys: [] }), fc.dictionary(fc.string({ maxLength: 12 }), fc.jsonValue({ maxDepth: 1 }), { maxKeys: 2 }), fc.boolean())
+  return fc.tuple(
+    fc.record(rec, { requiredKeys: [] }),
+    fc.dictionary(fc.string({ maxLength: 12 }), fc.jsonValue({ maxDepth: 1 }), { maxKeys: 2 }),
+    fc.boolean(),
+  )
     .map(([o, extra, add]) => add ? { ...extra, ...o } : o)
 }
 
@@ -77,7 +81,10 @@ export async function fuzzChaos (o: FuzzOptions): Promise<Record<string, number>
     const arb = fc.integer({ min: 0, max: ops.length - 1 }).chain(i => {
       const op = ops[i]
       const params = fc.array(fc.oneof(fc.string({ maxLength: 30 }), fc.integer({ min: 100_000 }).map(String) /* never our own key id */, fc.constant('job_' + 'a'.repeat(24))), { minLength: 4, maxLength: 4 })
-      const body = op.body ? fc.oneof({ weight: 8, arbitrary: valueOf(doc, op.body, 0) }, { weight: 1, arbitrary: fc.jsonValue() }, { weight: 1, arbitrary: fc.string({ maxLength: 100 }).map(s => ({ __raw: s })) }) : fc.constant(undefined)
+      const body = op.body ? fc.oneof(
+        { weight: 8, arbitrary: valueOf(doc, op.body, 0) }, { weight: 1, arbitrary: fc.jsonValue() },
+        { weight: 1, arbitrary: fc.string({ maxLength: 100 }).map(s => ({ __raw: s })) }
+      ) : fc.constant(undefined)
       return fc.tuple(fc.constant(op), params, body)
     })
     const figures = { operations: ops.length, requests: 0, status_5xx: 0, not_envelope: 0, dropped: 0, ok_2xx: 0, client_4xx: 0 }

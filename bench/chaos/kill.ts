@@ -78,7 +78,10 @@ export async function killChaos (o: KillOptions): Promise<Record<string, number>
     const ids = [...acked.keys()]
     const [{ n }] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM jobs WHERE id = ANY(${ids})`
     const [{ d }] = await db.sql<{ d: number }[]>`SELECT count(*)::int AS d FROM (SELECT account_id, idempotency_key FROM jobs WHERE idempotency_key IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1) x`
-    const out = { kills, queued_past_deadline_before_cancel: q, acknowledged: ids.length, acknowledged_lost: ids.length - n, idempotency_key_two_jobs: d, ...figures, ...inv }
+    const out = {
+      kills, queued_past_deadline_before_cancel: q, acknowledged: ids.length, acknowledged_lost: ids.length - n, idempotency_key_two_jobs: d,
+      ...figures, ...inv
+    }
     return { ...out, violations: violationsOf(inv) + out.acknowledged_lost + d }
   } finally {
     await svc.stop().catch(() => {})

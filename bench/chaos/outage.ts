@@ -12,7 +12,12 @@ import { RAISED_TIER_LIMITS } from '../lib/stack.js'
 import { TcpProxy } from '../../test/fixtures/tcp-proxy.js'
 import { call, invariants, percentile, sleep, violationsOf, type Answer, type ChaosOptions } from './common.js'
 
-export interface OutageOptions extends ChaosOptions { outageS: number; workers: number; /** Run the latency and reset phases first (default true). */ faults?: boolean }
+export interface OutageOptions extends ChaosOptions {
+  outageS: number
+  workers: number
+  /** Run the latency and reset phases first (default true). */
+  faults?: boolean
+}
 
 export async function outageChaos (o: OutageOptions): Promise<Record<string, number>> {
   const db = await createDatabase(o.databaseUrl, 'chaos_outage')

@@ -6,7 +6,10 @@ declare module 'autocannon' {
     headers?: Record<string, string>
     body?: string | Buffer
   }
-  export interface Histogram { average: number; mean: number; stddev: number; min: number; max: number; p50: number; p90: number; p97_5: number; p99: number; p99_9: number; totalCount?: number; sent?: number }
+  export interface Histogram {
+    average: number; mean: number; stddev: number; min: number; max: number; p50: number; p90: number; p97_5: number; p99: number; p99_9: number
+    totalCount?: number; sent?: number
+  }
   export interface Result {
     duration: number
     errors: number

@@ -36,7 +36,9 @@ export async function createDatabase (serverUrl: string, scenario: string): Prom
   }
 }
 
-export async function api (base: string, method: string, path: string, o: { token?: string; key?: string; body?: unknown } = {}): Promise<{ status: number; body: any }> {
+export async function api (
+  base: string, method: string, path: string, o: { token?: string; key?: string; body?: unknown } = {}
+): Promise<{ status: number; body: any }> {
   const headers: Record<string, string> = {}
   if (o.token) headers.authorization = `Bearer ${o.token}`
   if (o.key) headers['x-api-key'] = o.key
@@ -87,7 +89,9 @@ export async function ledgerInvariant (sql: postgres.Sql): Promise<{ accounts: n
 }
 
 /** Creates `perAccount` image jobs (nano-banana, 10 credits) on each account; returns [{id, key}]. */
-export async function createJobs (svc: ServiceProcess, accounts: SeededAccount[], perAccount: number, prompt: string): Promise<Array<{ id: string; key: string; accountId: number }>> {
+export async function createJobs (svc: ServiceProcess, accounts: SeededAccount[], perAccount: number, prompt: string): Promise<Array<{
+  id: string; key: string; accountId: number
+}>> {
   const todo: Array<{ a: SeededAccount; i: number }> = []
   for (let i = 0; i < perAccount; i++) for (const a of accounts) todo.push({ a, i })
   const out: Array<{ id: string; key: string; accountId: number }> = new Array(todo.length)

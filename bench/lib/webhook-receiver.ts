@@ -67,7 +67,8 @@ process.on('message', (m: any) => {
   switch (m?.cmd) {
     case 'reset':
       mode = m.mode ?? 'open'; expect = m.expect ?? 0; capture = m.capture ?? 0
-      held = []; uniqueAtRelease = 0; seen = new Set(); jobs = new Set(); received = 0; badBodies = 0; startAt = performance.now(); firstAt = 0; doneAt = 0; lastAt = 0; samples = []
+      held = []; uniqueAtRelease = 0; seen = new Set(); jobs = new Set(); received = 0; badBodies = 0
+      startAt = performance.now(); firstAt = 0; doneAt = 0; lastAt = 0; samples = []
       if (expect === 0) doneAt = startAt
       return reply()
     case 'go': startAt = performance.now(); return reply()
@@ -81,7 +82,11 @@ process.on('message', (m: any) => {
       return reply({ released: h.length })
     }
     case 'stats':
-      return reply({ received, unique: seen.size, uniqueAtRelease, duplicates: received - seen.size, jobs: jobs.size, badBodies, held: held.length, done: doneAt > 0, spanMs: doneAt > 0 ? doneAt - startAt : null, lastAfterStartMs: lastAt > 0 ? lastAt - startAt : null, firstAfterStartMs: firstAt > 0 ? firstAt - startAt : null })
+      return reply({
+        received, unique: seen.size, uniqueAtRelease, duplicates: received - seen.size, jobs: jobs.size, badBodies, held: held.length,
+        done: doneAt > 0, spanMs: doneAt > 0 ? doneAt - startAt : null, lastAfterStartMs: lastAt > 0 ? lastAt - startAt : null,
+        firstAfterStartMs: firstAt > 0 ? firstAt - startAt : null
+      })
     case 'samples': return reply({ samples })
   }
 })

@@ -48,7 +48,10 @@ export interface ActorDeps {
 export interface Creation { id: string; trial: boolean; spec: JobSpec }
 
 export function createdOf (row: JobRow, remaining: number): CreatedJobView {
-  return { id: row.id, status: row.status, model: row.model, credits_charged: row.credits_charged, remaining_credits: remaining, estimated_seconds: row.estimated_seconds }
+  return {
+    id: row.id, status: row.status, model: row.model, credits_charged: row.credits_charged, remaining_credits: remaining,
+    estimated_seconds: row.estimated_seconds
+  }
 }
 
 /** job.create as the actor sees it: the order rebuilt into a full spec on arrival. */

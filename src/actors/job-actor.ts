@@ -70,7 +70,10 @@ export class JobActor {
   /** Not before this time (upstream 429 Retry-After). */
   private notBefore = 0
 
-  constructor (readonly row: UpstreamJobRow, readonly pj: ProviderJob, readonly routes: Route[], private readonly host: JobHost, expectedMs: number, routeIndex = 0, handle: UpstreamHandle | null = null) {
+  constructor (
+    readonly row: UpstreamJobRow, readonly pj: ProviderJob, readonly routes: Route[], private readonly host: JobHost, expectedMs: number,
+    routeIndex = 0, handle: UpstreamHandle | null = null
+  ) {
     this.basePollMs = Math.min(MAX_POLL_MS, Math.max(MIN_POLL_MS, Math.round(expectedMs / 10)))
     this.routeIndex = routeIndex
     this.handle = handle

@@ -63,7 +63,8 @@ export class LiveJobs implements JobHost {
       if (h === null && row.provider_job_id !== null) h = { id: row.provider_job_id, model: r.spec.model }
     }
     return new JobActor(row, pj ?? {
-      id: row.id, type: row.type, model: row.model, text: directiveTextOf(row.request, row.prompt), estimatedSeconds: row.estimated_seconds, request: row.request,
+      id: row.id, type: row.type, model: row.model, text: directiveTextOf(row.request, row.prompt), estimatedSeconds: row.estimated_seconds,
+      request: row.request,
     }, routes, this, expectedMs(row, routes[index], this.a.deps.simSpeed), index, h)
   }
 
@@ -200,7 +201,9 @@ export class LiveJobs implements JobHost {
       if (done.credits !== null) s.credits = done.credits
       if (r.free_trial) s.free_videos_used = Math.max(0, s.free_videos_used - 1)
     }
-    Object.assign(r, { status, error_message: message, content_policy_violation: policyViolation, credits_refunded: r.credits_charged, updated_at: at, completed_at: at })
+    Object.assign(r, {
+      status, error_message: message, content_policy_violation: policyViolation, credits_refunded: r.credits_charged, updated_at: at, completed_at: at
+    })
     this.emit(r)
   }
 

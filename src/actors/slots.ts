@@ -15,7 +15,10 @@ export class KeySlots {
   /** Creations decided but not committed yet (not in the jobs table). */
   private readonly pending = new Map<Key, number>()
 
-  constructor (private readonly accountId: number, private readonly redis: RedisInFlight | null, private readonly log: (msg: string, extra?: Record<string, unknown>) => void) {}
+  constructor (
+    private readonly accountId: number, private readonly redis: RedisInFlight | null,
+    private readonly log: (msg: string, extra?: Record<string, unknown>) => void
+  ) {}
 
   get shared (): boolean { return this.redis !== null }
 

@@ -79,7 +79,9 @@ export async function updateFlags (sql: Q, id: number, f: AccountFlags): Promise
  * which on several nodes is the final guard against overspending. Returns the new balance or
  * null when refused.
  */
-export async function applyCredit (tx: Q, accountId: number, delta: number, kind: CreditKind, jobId: string | null, note: string | null): Promise<number | null> {
+export async function applyCredit (
+  tx: Q, accountId: number, delta: number, kind: CreditKind, jobId: string | null, note: string | null
+): Promise<number | null> {
   const rows = delta < 0
     ? await tx<{ credits: number }[]>`UPDATE accounts SET credits = credits + ${delta}, updated_at = now() WHERE id = ${accountId} AND credits >= ${-delta} RETURNING credits`
     : await tx<{ credits: number }[]>`UPDATE accounts SET credits = credits + ${delta}, updated_at = now() WHERE id = ${accountId} RETURNING credits`

@@ -204,7 +204,10 @@ export class DbHealth {
   /** Outages seen (up -> down transitions) and the time of the last recovery. */
   readonly stats = { outages: 0, recoveredAt: 0 }
 
-  constructor (private readonly probe: () => Promise<unknown>, private readonly probeEveryMs = 250, private readonly onChange?: (up: boolean) => void, private readonly upProbeEveryMs = 1000) {
+  constructor (
+    private readonly probe: () => Promise<unknown>, private readonly probeEveryMs = 250, private readonly onChange?: (up: boolean) => void,
+    private readonly upProbeEveryMs = 1000
+  ) {
     healths.add(this)
     // Also probed while up: a cut that no operation reports (queries parked in the driver's
     // reconnect loop never fail) is seen within about a second.

@@ -103,7 +103,10 @@ export async function finishJob (tx: Q, id: string, t: Terminal): Promise<boolea
   return r.count === 1
 }
 
-export async function insertVideo (tx: Q, v: { account_id: number; job_id: string; prompt: string | null; model: string; model_id: string | null; aspect_ratio: string | null; video_url: string; extended_from_video_id: number | null; created_at: Date; completed_at: Date }): Promise<number> {
+export async function insertVideo (tx: Q, v: {
+  account_id: number; job_id: string; prompt: string | null; model: string; model_id: string | null; aspect_ratio: string | null; video_url: string
+  extended_from_video_id: number | null; created_at: Date; completed_at: Date
+}): Promise<number> {
   const [row] = await tx<{ id: number }[]>`
     INSERT INTO videos (account_id, job_id, prompt, model, model_id, aspect_ratio, video_url, extended_from_video_id, created_at, completed_at)
     VALUES (${v.account_id}, ${v.job_id}, ${v.prompt}, ${v.model}, ${v.model_id}, ${v.aspect_ratio}, ${v.video_url}, ${v.extended_from_video_id}, ${v.created_at}, ${v.completed_at})
@@ -111,7 +114,10 @@ export async function insertVideo (tx: Q, v: { account_id: number; job_id: strin
   return row.id
 }
 
-export async function insertImage (tx: Q, i: { account_id: number; job_id: string; prompt: string | null; model: string; model_id: string | null; image_url: string; created_at: Date; completed_at: Date }): Promise<number> {
+export async function insertImage (tx: Q, i: {
+  account_id: number; job_id: string; prompt: string | null; model: string; model_id: string | null; image_url: string; created_at: Date
+  completed_at: Date
+}): Promise<number> {
   const [row] = await tx<{ id: number }[]>`
     INSERT INTO images (account_id, job_id, prompt, model, model_id, image_url, created_at, completed_at)
     VALUES (${i.account_id}, ${i.job_id}, ${i.prompt}, ${i.model}, ${i.model_id}, ${i.image_url}, ${i.created_at}, ${i.completed_at})
@@ -207,10 +213,18 @@ export async function listJobs (sql: Q, accountId: number, f: JobFilter): Promis
   return { rows, total }
 }
 
-export interface VideoRow { id: number; prompt: string | null; model: string | null; model_id: string | null; aspect_ratio: string | null; video_url: string; embed_url: string | null; thumbnail_url: string | null; extended_from_video_id: number | null; created_at: Date; completed_at: Date | null }
-export interface ImageRow { id: number; prompt: string | null; model: string | null; model_id: string | null; image_url: string; is_favorite: boolean; created_at: Date; completed_at: Date | null }
+export interface VideoRow {
+  id: number; prompt: string | null; model: string | null; model_id: string | null; aspect_ratio: string | null; video_url: string
+  embed_url: string | null; thumbnail_url: string | null; extended_from_video_id: number | null; created_at: Date; completed_at: Date | null
+}
+export interface ImageRow {
+  id: number; prompt: string | null; model: string | null; model_id: string | null; image_url: string; is_favorite: boolean; created_at: Date
+  completed_at: Date | null
+}
 
-export async function listVideos (sql: Q, accountId: number, f: { model?: string; limit: number; offset: number }): Promise<{ rows: VideoRow[]; total: number }> {
+export async function listVideos (
+  sql: Q, accountId: number, f: { model?: string; limit: number; offset: number }
+): Promise<{ rows: VideoRow[]; total: number }> {
   const where = sql`account_id = ${accountId} ${f.model ? sql`AND model_id = ${f.model}` : sql``}`
   const [rows, [{ total }]] = await Promise.all([
     sql<VideoRow[]>`SELECT id, prompt, model, model_id, aspect_ratio, video_url, embed_url, thumbnail_url, extended_from_video_id, created_at, completed_at
@@ -220,7 +234,9 @@ export async function listVideos (sql: Q, accountId: number, f: { model?: string
   return { rows, total }
 }
 
-export async function listImages (sql: Q, accountId: number, f: { model?: string; favorite?: boolean; limit: number; offset: number }): Promise<{ rows: ImageRow[]; total: number }> {
+export async function listImages (
+  sql: Q, accountId: number, f: { model?: string; favorite?: boolean; limit: number; offset: number }
+): Promise<{ rows: ImageRow[]; total: number }> {
   const where = sql`account_id = ${accountId} ${f.model ? sql`AND model_id = ${f.model}` : sql``} ${f.favorite ? sql`AND is_favorite` : sql``}`
   const [rows, [{ total }]] = await Promise.all([
     sql<ImageRow[]>`SELECT id, prompt, model, model_id, image_url, is_favorite, created_at, completed_at

@@ -29,7 +29,9 @@ export const MAX_ACTIVE_KEYS = 5
  * Inserts a key unless the account already has MAX_ACTIVE_KEYS active ones. The account row
  * is locked so two concurrent creations cannot both pass the count. Null when at the limit.
  */
-export async function insertKey (sql: Sql, k: { accountId: number; hash: string; prefix: string; name: string | null; expiresAt: Date | null }): Promise<KeyRow | null> {
+export async function insertKey (sql: Sql, k: {
+  accountId: number; hash: string; prefix: string; name: string | null; expiresAt: Date | null
+}): Promise<KeyRow | null> {
   const run = async (tx: Q) => {
     await tx`SELECT id FROM accounts WHERE id = ${k.accountId} FOR UPDATE`
     const [{ n }] = await tx<{ n: number }[]>`

@@ -56,7 +56,10 @@ async function completionWrites (tx: Q, r: JobRow, resultUrl: string, at: Date, 
     })
     if (media) await setVideoMedia(tx, videoId, media.thumbnailUrl, media.embedUrl(videoId))
   } else if (r.type === 'image') {
-    await insertImage(tx, { account_id: r.account_id, job_id: r.id, prompt: r.prompt, model: providerModel(r), model_id: r.model, image_url: resultUrl, created_at: r.created_at, completed_at: at })
+    await insertImage(tx, {
+      account_id: r.account_id, job_id: r.id, prompt: r.prompt, model: providerModel(r), model_id: r.model, image_url: resultUrl,
+      created_at: r.created_at, completed_at: at
+    })
   }
 }
 
@@ -85,10 +88,14 @@ export async function completeJob (tx: Q, r: JobRow, resultUrl: string, at: Date
  */
 export async function endJob (tx: Q, r: JobRow, status: 'failed' | 'cancelled', message: string | null, policyViolation: boolean, at: Date, events: UpstreamEvent[] = []): Promise<{ credits: number | null } | false> {
   const refund = r.credits_charged
-  const ok = await finishJob(tx, r.id, { status, progress: r.progress, result_url: null, error_message: message, content_policy_violation: policyViolation, credits_refunded: refund, at })
+  const ok = await finishJob(tx, r.id, {
+    status, progress: r.progress, result_url: null, error_message: message, content_policy_violation: policyViolation, credits_refunded: refund, at
+  })
   if (!ok) return false
   if (events.length) await appendEvents(tx, events)
-  const final: JobRow = { ...r, status, error_message: message, content_policy_violation: policyViolation, credits_refunded: refund, updated_at: at, completed_at: at }
+  const final: JobRow = {
+    ...r, status, error_message: message, content_policy_violation: policyViolation, credits_refunded: refund, updated_at: at, completed_at: at
+  }
   await enqueueJobEvent(tx, r.account_id, viewOf(final), webhookOf(r), at)
   const credits = refund > 0 ? await applyCredit(tx, r.account_id, refund, 'refund', r.id, `${status} ${r.type} ${r.model}`) : null
   if (r.free_trial) await setFreeVideosUsed(tx, r.account_id, -1)
@@ -117,7 +124,8 @@ export async function completeJobs (tx: Q, items: Completion[]): Promise<Set<str
   if (now.length === 0) return done
   const final = (i: Completion): JobRow => ({ ...i.row, status: 'completed', progress: 100, result_url: i.resultUrl, updated_at: i.at, completed_at: i.at })
   const images = now.filter(i => i.row.type === 'image').map(i => ({
-    account_id: i.row.account_id, job_id: i.row.id, prompt: i.row.prompt, model: providerModel(i.row), model_id: i.row.model, image_url: i.resultUrl, created_at: i.row.created_at, completed_at: i.at,
+    account_id: i.row.account_id, job_id: i.row.id, prompt: i.row.prompt, model: providerModel(i.row), model_id: i.row.model, image_url: i.resultUrl,
+    created_at: i.row.created_at, completed_at: i.at,
   }))
   await Promise.all([
     enqueueJobEvents(tx, now.map(i => ({ accountId: i.row.account_id, job: viewOf(final(i)), perJob: webhookOf(i.row), at: i.at }))),
@@ -131,7 +139,9 @@ export async function completeJobs (tx: Q, items: Completion[]): Promise<Set<str
 export interface LedgerRow { id: number; kind: string; delta: number; job_id: string | null; note: string | null; created_at: Date }
 
 /** One account's credit entries, newest first (GET /v1/credits/ledger). */
-export async function listLedger (sql: Q, accountId: number, o: { kind?: string; jobId?: string; limit: number; offset: number }): Promise<{ rows: LedgerRow[]; total: number }> {
+export async function listLedger (
+  sql: Q, accountId: number, o: { kind?: string; jobId?: string; limit: number; offset: number }
+): Promise<{ rows: LedgerRow[]; total: number }> {
   const kind = o.kind ?? null
   const jobId = o.jobId ?? null
   const [rows, [c]] = await Promise.all([

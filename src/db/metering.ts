@@ -61,7 +61,10 @@ export class MeterColumns {
    * are not routes. `reqNum` is the generated id's counter, or NaN with `reqStr` the client's id.
    * `account`/`key` NaN for NULL.
    */
-  push (atMs: number, account: number, key: number, ep: number, method: string | null, endpoint: string | null, status: number, credits: number, latency: number, reqNum: number, reqStr: string | null): void {
+  push (
+    atMs: number, account: number, key: number, ep: number, method: string | null, endpoint: string | null, status: number, credits: number,
+    latency: number, reqNum: number, reqStr: string | null
+  ): void {
     if (this.length === this.at.length) this.grow()
     const i = this.length++
     this.at[i] = atMs
@@ -77,13 +80,19 @@ export class MeterColumns {
   }
 
   pushRow (r: MeterRow): void {
-    this.push(r.at.getTime(), r.account_id ?? NaN, r.key_id ?? NaN, this.endpoints.id(r.method, r.endpoint), null, null, r.status, r.credits, r.latency_ms, NaN, r.request_id)
+    this.push(
+      r.at.getTime(), r.account_id ?? NaN, r.key_id ?? NaN, this.endpoints.id(r.method, r.endpoint), null, null, r.status, r.credits, r.latency_ms,
+      NaN, r.request_id
+    )
   }
 
   /** Appends rows [from, length) of `o` (same endpoint table). */
   append (o: MeterColumns, from = 0): void {
     for (let i = from; i < o.length; i++) {
-      this.push(o.at[i], o.account[i], o.key[i], o.ep[i], o.rawMethod[i], o.rawEndpoint[i], o.status[i], o.credits[i], o.latency[i], o.reqNum[i], Number.isNaN(o.reqNum[i]) ? o.reqStr[i] : null)
+      this.push(
+        o.at[i], o.account[i], o.key[i], o.ep[i], o.rawMethod[i], o.rawEndpoint[i], o.status[i], o.credits[i], o.latency[i], o.reqNum[i],
+        Number.isNaN(o.reqNum[i]) ? o.reqStr[i] : null
+      )
     }
   }
 

@@ -14,7 +14,9 @@ export function eventBody (eventId: string, type: WebhookEvent, job: JobView, at
  * makes the job terminal): one per active registered webhook subscribed to the event, plus one
  * for the job's own webhook_url. Cancelled jobs have no event (SPEC.md 6.1). Returns the count.
  */
-export async function enqueueJobEvent (tx: Q, accountId: number, job: JobView, perJob: { url: string | null; secret: string | null }, at: Date): Promise<number> {
+export async function enqueueJobEvent (
+  tx: Q, accountId: number, job: JobView, perJob: { url: string | null; secret: string | null }, at: Date
+): Promise<number> {
   if (job.status !== 'completed' && job.status !== 'failed') return 0
   const type: WebhookEvent = job.status === 'completed' ? 'job.completed' : 'job.failed'
   const eventId = `evt_${randomBytes(12).toString('base64url')}`
@@ -35,7 +37,9 @@ export async function enqueueJobEvent (tx: Q, accountId: number, job: JobView, p
  * enqueueJobEvent for many terminal jobs in two statements: one SELECT of the accounts'
  * subscribed webhooks, one INSERT of every delivery row. Returns the row count.
  */
-export async function enqueueJobEvents (tx: Q, events: Array<{ accountId: number; job: JobView; perJob: { url: string | null; secret: string | null }; at: Date }>): Promise<number> {
+export async function enqueueJobEvents (tx: Q, events: Array<{
+  accountId: number; job: JobView; perJob: { url: string | null; secret: string | null }; at: Date
+}>): Promise<number> {
   const due = events.filter(e => e.job.status === 'completed' || e.job.status === 'failed')
   if (due.length === 0) return 0
   const accounts = [...new Set(due.map(e => e.accountId))]

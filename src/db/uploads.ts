@@ -17,7 +17,9 @@ export interface UploadRow {
   expires_at: Date | null
 }
 
-export async function insertUpload (sql: Q, u: { accountId: number; key: string; kind: UploadKind; size: number; contentType: string; expiresAt: Date | null }): Promise<UploadRow> {
+export async function insertUpload (sql: Q, u: {
+  accountId: number; key: string; kind: UploadKind; size: number; contentType: string; expiresAt: Date | null
+}): Promise<UploadRow> {
   const [row] = await sql<UploadRow[]>`
     INSERT INTO uploads (account_id, key, kind, size, content_type, expires_at)
     VALUES (${u.accountId}, ${u.key}, ${u.kind}, ${u.size}, ${u.contentType}, ${u.expiresAt})

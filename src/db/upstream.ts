@@ -19,7 +19,9 @@ export interface UpstreamEvent {
  * A job handed to a provider: route, handle and the deadline counted from now (DESIGN.md 5:
  * the deadline applies only to jobs a provider holds). Only a non-terminal job changes.
  */
-export async function recordSubmission (tx: Q, jobId: string, s: { route: string; provider: string; handle: UpstreamHandle; deadline: Date; at: Date }): Promise<boolean> {
+export async function recordSubmission (tx: Q, jobId: string, s: {
+  route: string; provider: string; handle: UpstreamHandle; deadline: Date; at: Date
+}): Promise<boolean> {
   const r = await tx`
     UPDATE jobs SET status = 'submitted', provider = ${s.provider}, provider_job_id = ${s.handle.id}, upstream = ${tx.json(s.handle as any)},
       route = ${s.route}, submitted_at = ${s.at}, deadline_at = ${s.deadline}, updated_at = ${s.at}
@@ -29,7 +31,9 @@ export async function recordSubmission (tx: Q, jobId: string, s: { route: string
 
 export async function appendEvents (tx: Q, events: UpstreamEvent[]): Promise<void> {
   if (events.length === 0) return
-  const rows = events.map(e => ({ job_id: e.job_id, source: e.source, route: e.route, state: e.state, detail: e.detail ? tx.json(e.detail as any) : null, at: e.at ?? new Date() }))
+  const rows = events.map(e => ({
+    job_id: e.job_id, source: e.source, route: e.route, state: e.state, detail: e.detail ? tx.json(e.detail as any) : null, at: e.at ?? new Date()
+  }))
   await tx`INSERT INTO job_upstream_events ${tx(rows as any, 'job_id', 'source', 'route', 'state', 'detail', 'at')}`
 }
 
@@ -45,7 +49,9 @@ export async function recordLateSuccess (tx: Q, e: UpstreamEvent): Promise<void>
 }
 
 /** The job a callback is about (DESIGN.md 7: callbacks carry the upstream id). */
-export async function findJobByUpstream (sql: Q, provider: string, upstreamId: string): Promise<{ id: string; account_id: number; status: string; owner: string | null } | undefined> {
+export async function findJobByUpstream (
+  sql: Q, provider: string, upstreamId: string
+): Promise<{ id: string; account_id: number; status: string; owner: string | null } | undefined> {
   const [r] = await sql<{ id: string; account_id: number; status: string; owner: string | null }[]>`
     SELECT id, account_id::int AS account_id, status, owner FROM jobs WHERE provider = ${provider} AND provider_job_id = ${upstreamId}
     ORDER BY created_at DESC LIMIT 1`

@@ -50,7 +50,9 @@ export async function explainUsageRows (sql: Q, accountId: number, from: string,
 }
 
 /** Counts behind GET /v1/usage/limits. `keyId` null (a session): in-flight jobs of the whole account. */
-export async function limitCounts (sql: Q, accountId: number, keyId: number | null): Promise<{ in_flight: number; active_keys: number; active_webhooks: number }> {
+export async function limitCounts (
+  sql: Q, accountId: number, keyId: number | null
+): Promise<{ in_flight: number; active_keys: number; active_webhooks: number }> {
   // jobs_active is a partial index on (account_id) over the non-terminal states.
   const [r] = await sql<Array<{ in_flight: number; active_keys: number; active_webhooks: number }>>`
       SELECT

@@ -99,7 +99,9 @@ export interface AttemptView {
 }
 
 /** One webhook's deliveries, newest first, with every attempt of each (at most MAX_ATTEMPTS). */
-export async function listDeliveries (sql: Q, webhookId: number, o: { status?: string; limit: number; offset: number }): Promise<{ rows: DeliveryView[]; attempts: AttemptView[]; total: number }> {
+export async function listDeliveries (sql: Q, webhookId: number, o: {
+  status?: string; limit: number; offset: number
+}): Promise<{ rows: DeliveryView[]; attempts: AttemptView[]; total: number }> {
   const status = o.status ?? null
   const [rows, [{ n }]] = await Promise.all([
     sql<DeliveryView[]>`

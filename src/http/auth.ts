@@ -69,7 +69,10 @@ export class Authenticator {
   onInvalidate: ((kind: 'key' | 'account', id: string) => void) | null = null
 
   /** `maxEntries`: per cache (keys, accounts); ~300 bytes an entry, so ~30 MB each at the default. */
-  constructor (private readonly sql: Sql, private readonly jwtSecret: string, adminToken: string, private readonly ttlMs = 5000, private readonly maxEntries = 100_000) {
+  constructor (
+    private readonly sql: Sql, private readonly jwtSecret: string, adminToken: string, private readonly ttlMs = 5000,
+    private readonly maxEntries = 100_000
+  ) {
     this.adminDigest = createHash('sha256').update(adminToken).digest()
   }
 
@@ -142,7 +145,10 @@ export class Authenticator {
   private async loadKey (hash: string): Promise<KeyRecord | null> {
     const row = await findKeyByHash(this.sql, hash)
     return row
-      ? { id: row.id, accountId: row.account_id, scopes: row.scopes as Scope[], expiresAt: row.expires_at ? row.expires_at.getTime() : null, revoked: row.revoked_at !== null }
+      ? {
+        id: row.id, accountId: row.account_id, scopes: row.scopes as Scope[], expiresAt: row.expires_at ? row.expires_at.getTime() : null,
+        revoked: row.revoked_at !== null
+      }
       : null
   }
 

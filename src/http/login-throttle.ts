@@ -97,7 +97,9 @@ export class RedisLoginThrottle implements LoginThrottle {
 
   async failed (email: string, ip: string, now = Date.now()): Promise<void> {
     const [ka, kb] = this.keys(email, ip)
-    await (this.redis as unknown as { gjLoginFail: (a: string, b: string, now: number, ttl: number) => Promise<number> }).gjLoginFail(ka, kb, now, LOGIN_WINDOW_S)
+    await (this.redis as unknown as { gjLoginFail: (a: string, b: string, now: number, ttl: number) => Promise<number> }).gjLoginFail(
+      ka, kb, now, LOGIN_WINDOW_S
+    )
   }
 
   async succeeded (email: string): Promise<void> {

@@ -255,7 +255,9 @@ export function buildOpenApi (routes: Route[], opts: { version: string; serverUr
     },
     // PUBLIC_BASE_URL first (clients, generators); the relative entry is the origin that served this document.
     servers: [{ url: `${opts.serverUrl}/v1`, description: 'PUBLIC_BASE_URL' }, { url: '/v1', description: 'The origin serving this document' }],
-    tags: [...Object.keys(TAGS).filter(t => tagOrder.includes(t)), ...tagOrder.filter(t => !(t in TAGS))].map(name => TAGS[name] ? { name, description: TAGS[name] } : { name }),
+    tags: [
+      ...Object.keys(TAGS).filter(t => tagOrder.includes(t)), ...tagOrder.filter(t => !(t in TAGS))
+    ].map(name => TAGS[name] ? { name, description: TAGS[name] } : { name }),
     paths,
     // OAS 3.1: what the service sends to the client's webhook receiver.
     webhooks: {

@@ -43,7 +43,9 @@ export const CONTENT_TYPE: Record<Format, string> = {
  * Writes a whole response in one cork (uWS: writes after an await must be corked).
  * `closeConnection` is used when the request body was not consumed (413 mid-upload).
  */
-export function writeResponse (res: HttpResponse, status: number, headers: Record<string, string>, body: Buffer | string | undefined, closeConnection = false, head = false): void {
+export function writeResponse (
+  res: HttpResponse, status: number, headers: Record<string, string>, body: Buffer | string | undefined, closeConnection = false, head = false
+): void {
   res.cork(() => {
     res.writeStatus(statusLine(status))
     for (const k in headers) res.writeHeader(k, headers[k])

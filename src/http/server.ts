@@ -210,7 +210,10 @@ export class HttpServer {
     const remaining = services.limiter.take(caller!.bucket, limit)
     if (remaining < 0) {
       // Refused: the ordinary error answer (rare, so the Exchange costs nothing that matters).
-      const ex: Exchange = { route: c.route.path, res, aborted: false, format, requestId, reqNum, c, started, caller: caller!, rate: { limit, remaining: 0 }, abortHooks: null, wrote: false, paramError: null }
+      const ex: Exchange = {
+        route: c.route.path, res, aborted: false, format, requestId, reqNum, c, started, caller: caller!, rate: { limit, remaining: 0 },
+        abortHooks: null, wrote: false, paramError: null
+      }
       const e = new ApiError('RATE_LIMIT_EXCEEDED', `Rate limit of ${limit} requests per minute exceeded; retry in ${-remaining} s`, { retry_after: -remaining })
       e.headers = { 'Retry-After': String(-remaining) }
       this.fail(ex, e, head ? 'HEAD' : c.route.method, c.route.path)
@@ -227,13 +230,18 @@ export class HttpServer {
    * Meters a 200 of the fast paths exactly as finish() would: a route with path parameters is
    * metered under the requested path (`byUrl`), as the full pipeline does for its answers.
    */
-  private meterFast (c: Compiled, head: boolean, started: number, account: number, key: number, reqNum: number, requestId: string, req: HttpRequest, byUrl: boolean): void {
+  private meterFast (
+    c: Compiled, head: boolean, started: number, account: number, key: number, reqNum: number, requestId: string, req: HttpRequest, byUrl: boolean
+  ): void {
     const now = performance.now()
     const { log, metering } = this.services
     const method = head ? 'HEAD' : c.route.method
     const url = byUrl ? req.getUrl() : null
     if (log.isLevelEnabled('info')) log.info({ reqId: requestId, method, url: url ?? c.route.path, status: 200, ms: Math.round((now - started) * 100) / 100 }, 'request')
-    metering.push(Date.now(), account, key, url !== null ? -1 : head ? c.epHead : c.ep, method, url, 200, 0, now - started, reqNum, Number.isNaN(reqNum) ? requestId : null)
+    metering.push(
+      Date.now(), account, key, url !== null ? -1 : head ? c.epHead : c.ep, method, url, 200, 0, now - started, reqNum,
+      Number.isNaN(reqNum) ? requestId : null
+    )
     this.services.metrics.request(c.route.path, method, 200, now - started) // GET /metrics (src/metrics.ts)
   }
 

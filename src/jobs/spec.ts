@@ -17,7 +17,10 @@ export function specOf (n: NormalizedRequest, sourceModel?: string): JobSpec {
   if (n.kind === 'extend') {
     return { type: 'extend', model: sourceModel!, prompt, credits: n.credits, estimated_seconds: n.estimated_seconds, request, directiveText: directiveTextOf(request, prompt), source_job_id: n.job_id }
   }
-  return { type: n.kind, model: n.model, prompt, credits: n.credits, estimated_seconds: n.estimated_seconds, request, directiveText: directiveTextOf(request, prompt) }
+  return {
+    type: n.kind, model: n.model, prompt, credits: n.credits, estimated_seconds: n.estimated_seconds, request,
+    directiveText: directiveTextOf(request, prompt)
+  }
 }
 
 /** What crosses to the shard: the spec without the copies of the prompt. */

@@ -37,7 +37,9 @@ function agentFor (allowlist: readonly string[]): Agent {
 const KIND_MIME: Record<string, RegExp> = { video: /^video\//, extend: /^video\//, image: /^image\//, audio: /^audio\// }
 
 /** Stores one output under `results/{base}.{ext}`; answers our URL and the stored type. */
-export async function storeResult (storage: Storage, base: string, kind: string, url: string, rules: ResultRules): Promise<{ url: string; key: string; contentType: string; size: number }> {
+export async function storeResult (storage: Storage, base: string, kind: string, url: string, rules: ResultRules): Promise<{
+  url: string; key: string; contentType: string; size: number
+}> {
   let last: unknown
   for (let i = 0; i < rules.attempts; i++) {
     try {
@@ -51,7 +53,9 @@ export async function storeResult (storage: Storage, base: string, kind: string,
   throw last
 }
 
-async function fetchOnce (storage: Storage, base: string, kind: string, url: string, rules: ResultRules): Promise<{ url: string; key: string; contentType: string; size: number }> {
+async function fetchOnce (storage: Storage, base: string, kind: string, url: string, rules: ResultRules): Promise<{
+  url: string; key: string; contentType: string; size: number
+}> {
   const signal = AbortSignal.timeout(rules.timeoutMs)
   let target = url
   for (let hop = 0; ; hop++) {

@@ -77,7 +77,9 @@ t.teardown(async () => {
   await rm(dataDir, { recursive: true, force: true })
 })
 
-async function call (method: string, path: string, o: { body?: unknown; key?: string; jwt?: string; admin?: boolean; idem?: string } = {}): Promise<{ status: number; body: any }> {
+async function call (
+  method: string, path: string, o: { body?: unknown; key?: string; jwt?: string; admin?: boolean; idem?: string } = {}
+): Promise<{ status: number; body: any }> {
   const headers: Record<string, string> = {}
   if (o.body !== undefined) headers['content-type'] = 'application/json'
   if (o.key) headers['x-api-key'] = o.key

@@ -126,7 +126,9 @@ const fixed = (map: Record<string, string[]>): LookupAll => async (host) => {
   return a.map(address => ({ address, family: address.includes(':') ? 6 : 4 }))
 }
 
-function lookupOnce (fn: ReturnType<typeof guardedLookup>, host: string, all: boolean, family = 0): Promise<{ err: NodeJS.ErrnoException | null; address: unknown; family?: number }> {
+function lookupOnce (fn: ReturnType<typeof guardedLookup>, host: string, all: boolean, family = 0): Promise<{
+  err: NodeJS.ErrnoException | null; address: unknown; family?: number
+}> {
   return new Promise(resolve => fn(host, { all, family }, (err, address, fam) => resolve({ err, address, family: fam })))
 }
 

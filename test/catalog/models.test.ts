@@ -189,7 +189,9 @@ t.test('GET /v1/models and GET /v1/credits/pricing are public, cacheable and ret
   const models = routes.find(r => r.method === 'GET' && r.path === '/v1/models')
   const pricing = routes.find(r => r.method === 'GET' && r.path === '/v1/credits/pricing')
   if (!models || !pricing) { t.fail('routes missing'); return }
-  for (const [route, body, etag, schema] of [[models, modelsResponse, MODELS_ETAG, ModelsResponse], [pricing, pricingResponse, PRICING_ETAG, PricingResponse]] as const) {
+  for (const [route, body, etag, schema] of [
+    [models, modelsResponse, MODELS_ETAG, ModelsResponse], [pricing, pricingResponse, PRICING_ETAG, PricingResponse]
+  ] as const) {
     t.equal(route.auth, 'public')
     t.equal(route.schema?.response?.[200], schema)
     const a = await route.handler(ctx)

@@ -60,7 +60,9 @@ const strings = (values: readonly string[]) => fc.oneof(
   { arbitrary: fc.constantFrom(...values.map(v => v.toUpperCase())), weight: 2 },
   { arbitrary: fc.oneof(fc.string({ maxLength: 6 }), fc.integer()), weight: 1 },
 )
-const rarely = <T> (arb: fc.Arbitrary<T>) => fc.oneof({ arbitrary: arb, weight: 12 }, { arbitrary: fc.oneof(fc.string(), fc.integer(), fc.constant(null)), weight: 1 })
+const rarely = <T> (arb: fc.Arbitrary<T>) => fc.oneof({ arbitrary: arb, weight: 12 }, {
+  arbitrary: fc.oneof(fc.string(), fc.integer(), fc.constant(null)), weight: 1
+})
 const prompt = fc.oneof(
   { arbitrary: fc.string({ minLength: 1, maxLength: 40 }), weight: 12 },
   { arbitrary: fc.constantFrom('', 'x'.repeat(2600), 'y'.repeat(20001)), weight: 1 },

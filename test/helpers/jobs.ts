@@ -40,7 +40,9 @@ export async function balance (s: TestServer, u: TestUser): Promise<number> {
  * Polls GET /v1/jobs/{id} until `done(job)` (default: terminal), returning every view seen
  * (the last one is the final). Throws after `timeoutMs`.
  */
-export async function pollJob (s: TestServer, u: TestUser, id: string, o: { timeoutMs?: number; everyMs?: number; done?: (j: any) => boolean } = {}): Promise<{ job: any; seen: any[] }> {
+export async function pollJob (
+  s: TestServer, u: TestUser, id: string, o: { timeoutMs?: number; everyMs?: number; done?: (j: any) => boolean } = {}
+): Promise<{ job: any; seen: any[] }> {
   const done = o.done ?? ((j: any) => TERMINAL.has(j.status))
   const until = Date.now() + (o.timeoutMs ?? 15_000)
   const seen: any[] = []

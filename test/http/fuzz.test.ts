@@ -154,10 +154,14 @@ t.test('random JSON bodies for signup, login, password change and key creation: 
   const signupBody = fc.oneof(jsonAny, fc.record({ email: fc.oneof(anyString, jsonAny), password: fc.oneof(anyString, jsonAny) }, { requiredKeys: [] }))
   await holds(t, 'signup', signupBody, async (v) =>
     problem(await s.req('POST', '/v1/auth/signup', { body: v }), new Set(['VALIDATION_ERROR', 'CONFLICT']), new Set([201])), 60)
-  const loginBody = fc.oneof(jsonAny, fc.record({ email: fc.oneof(anyString, fc.constant(u.email), jsonAny), password: fc.oneof(anyString, jsonAny) }, { requiredKeys: [] }))
+  const loginBody = fc.oneof(jsonAny, fc.record({
+    email: fc.oneof(anyString, fc.constant(u.email), jsonAny), password: fc.oneof(anyString, jsonAny)
+  }, { requiredKeys: [] }))
   await holds(t, 'login', loginBody, async (v) =>
     problem(await s.req('POST', '/v1/auth/login', { body: v }), new Set(['VALIDATION_ERROR', 'INVALID_CREDENTIALS'])), 60)
-  const pwBody = fc.oneof(jsonAny, fc.record({ current_password: fc.oneof(anyString, jsonAny), new_password: fc.oneof(anyString, jsonAny) }, { requiredKeys: [] }))
+  const pwBody = fc.oneof(jsonAny, fc.record({
+    current_password: fc.oneof(anyString, jsonAny), new_password: fc.oneof(anyString, jsonAny)
+  }, { requiredKeys: [] }))
   await holds(t, 'password change', pwBody, async (v) =>
     problem(await s.req('POST', '/v1/auth/password', { jwt: u.jwt, body: v }), new Set(['VALIDATION_ERROR', 'INVALID_CREDENTIALS'])), 40)
   const keyBody = fc.oneof(jsonAny, fc.record({

@@ -116,7 +116,8 @@ t.test('a running service logs one line per request with its X-Request-Id and ne
   t.equal(await exited, 0, 'the service drained and exited 0')
 
   const secrets: Record<string, string> = {
-    ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, ...PROVIDER_TOKENS, password: PASSWORD, webhook_secret: WEBHOOK_SECRET, job_webhook_secret: JOB_WEBHOOK_SECRET, generated_webhook_secret: generatedSecret,
+    ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, ...PROVIDER_TOKENS, password: PASSWORD, webhook_secret: WEBHOOK_SECRET,
+    job_webhook_secret: JOB_WEBHOOK_SECRET, generated_webhook_secret: generatedSecret,
     api_key: key, rotated_api_key: key2, unknown_api_key: unknownKey, jwt, new_jwt: jwt2, sse_ticket: ticket.body.ticket, signup_hash_of_nothing: 'correct horse',
   }
   for (const [name, value] of Object.entries(secrets)) t.notOk(out.includes(value), `${name} appears nowhere in the log output`)

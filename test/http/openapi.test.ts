@@ -83,7 +83,8 @@ t.test('every operation has parameters for its path, a request body where it rea
     t.ok(success.length > 0 && success.every(([st, x]) => st === '204' ? x.content === undefined : x.content && Object.keys(x.content).length > 0), `${name}: 2xx responses have content (204: none)`)
     const codes: string[] = op['x-error-codes']
     t.ok(Array.isArray(codes) && codes.includes('INTERNAL_ERROR'), `${name}: x-error-codes`)
-    const missing = codes.filter(c => !(c in ERRORS) || (ERRORS[c as keyof typeof ERRORS].status !== 0 && !op.responses[String(ERRORS[c as keyof typeof ERRORS].status)]))
+    const missing = codes.filter(c =>
+      !(c in ERRORS) || (ERRORS[c as keyof typeof ERRORS].status !== 0 && !op.responses[String(ERRORS[c as keyof typeof ERRORS].status)]))
     t.same(missing, [], `${name}: every code has a response with its status`)
     const errorResponses = Object.entries<any>(op.responses).filter(([st]) => Number(st) >= 400)
     t.ok(errorResponses.some(([, x]) => x.content?.['application/json']?.schema?.$ref === '#/components/schemas/Error'), `${name}: the error envelope is referenced`)

@@ -79,7 +79,10 @@ if (!CHROMIUM) {
       const img = new Image()
       img.src = video.poster
       await img.decode()
-      return { duration: video.duration, width: video.videoWidth, height: video.videoHeight, poster: video.poster, posterWidth: img.naturalWidth, posterHeight: img.naturalHeight }
+      return {
+        duration: video.duration, width: video.videoWidth, height: video.videoHeight, poster: video.poster, posterWidth: img.naturalWidth,
+        posterHeight: img.naturalHeight
+      }
     })
     t.same([m.width, m.height], [360, 640], 'dimensions follow aspect_ratio 9:16')
     t.ok(Math.abs(m.duration - 6) <= 0.2, `length follows duration 6 (${m.duration} s)`)

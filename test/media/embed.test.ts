@@ -102,7 +102,11 @@ if (!CHROMIUM) {
         const img = new Image()
         img.src = video.poster
         await img.decode()
-        return { readyState: video.readyState, duration: video.duration, width: video.videoWidth, height: video.videoHeight, error: video.error?.message ?? null, poster: video.poster, posterWidth: img.naturalWidth, controls: video.controls, playsInline: video.playsInline }
+        return {
+          readyState: video.readyState, duration: video.duration, width: video.videoWidth, height: video.videoHeight,
+          error: video.error?.message ?? null, poster: video.poster, posterWidth: img.naturalWidth, controls: video.controls,
+          playsInline: video.playsInline
+        }
       })
       t.ok(v.readyState >= 1, `${name}: readyState ${v.readyState}`)
       t.ok(v.duration > 0, `${name}: duration ${v.duration} s`)

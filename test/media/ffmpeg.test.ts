@@ -50,7 +50,11 @@ t.test('makeVideo is cached by parameters; a different length is a different fil
 })
 
 t.test('makeVideo refuses odd, tiny, huge or non-integer sizes and bad lengths with a MediaError', async (t) => {
-  for (const bad of [{ width: 641, height: 360, seconds: 1 }, { width: 8, height: 8, seconds: 1 }, { width: 8000, height: 360, seconds: 1 }, { width: 640.5, height: 360, seconds: 1 }, { width: 640, height: 360, seconds: 0 }, { width: 640, height: 360, seconds: 61 }, { width: 640, height: 360, seconds: Number.NaN }]) {
+  for (const bad of [
+    { width: 641, height: 360, seconds: 1 }, { width: 8, height: 8, seconds: 1 }, { width: 8000, height: 360, seconds: 1 },
+    { width: 640.5, height: 360, seconds: 1 }, { width: 640, height: 360, seconds: 0 }, { width: 640, height: 360, seconds: 61 },
+    { width: 640, height: 360, seconds: Number.NaN }
+  ]) {
     const e = await makeVideo(bad).catch(e => e)
     t.type(e, MediaError, JSON.stringify(bad))
   }

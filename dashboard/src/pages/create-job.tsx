@@ -56,7 +56,10 @@ export function CreateJob ({ onCreated }: { onCreated: (job: { id: string }) => 
   if (model) {
     try {
       price = kind === 'video'
-        ? priceVideo({ model: model.id, duration: body.duration as string | undefined, resolution: body.resolution as string | undefined, mode: body.mode as string | undefined })
+        ? priceVideo({
+          model: model.id, duration: body.duration as string | undefined, resolution: body.resolution as string | undefined,
+          mode: body.mode as string | undefined
+        })
         : kind === 'image'
           ? priceImage({ model: model.id, resolution: body.resolution as string | undefined })
           : priceAudio({ model: model.id, text: prompt || null })

@@ -2,7 +2,10 @@ import { useEffect, useState } from 'preact/hooks'
 import { call, errorText, fmtDate } from '../api.js'
 import { Card, ErrorLine, SecretOnce } from '../ui.js'
 
-interface Key { id: number; prefix: string; name: string | null; tier: string; scopes: string[]; rate_limit_rpm: number; last_used_at: string | null; expires_at: string | null; created_at: string }
+interface Key {
+  id: number; prefix: string; name: string | null; tier: string; scopes: string[]; rate_limit_rpm: number; last_used_at: string | null
+  expires_at: string | null; created_at: string
+}
 
 /** API keys (SPEC.md 4.2, session only): create with name and expiry, rotate, revoke, last used. */
 export function KeysPage () {

@@ -2,7 +2,10 @@ import { useEffect, useState } from 'preact/hooks'
 import { adminToken, call, errorText, fmtDate } from '../api.js'
 import { Card, ErrorLine, Pager } from '../ui.js'
 
-interface Account { user_id: number; email: string; credits: number; tier: string; email_verified: boolean; banned: boolean; credits_locked: boolean; has_purchased: boolean; enterprise: boolean; created_at: string }
+interface Account {
+  user_id: number; email: string; credits: number; tier: string; email_verified: boolean; banned: boolean; credits_locked: boolean
+  has_purchased: boolean; enterprise: boolean; created_at: string
+}
 interface List<T> { data: T[]; total: number; limit: number; offset: number }
 
 /** The operator view (DESIGN.md 7 operator API, Bearer ADMIN_TOKEN kept in this tab only). */

@@ -4,7 +4,10 @@ import { UsageChart, type Daily } from '../chart.js'
 import { Card, ErrorLine, Pager } from '../ui.js'
 
 interface Credits { credits: number; tier: string; has_purchased: boolean; free_trial: { credits_granted: number; video_used: boolean } }
-interface Summary { from: string; to: string; requests: number; credits_charged: number; credits_refunded: number; net_credits: number; jobs_by_status: Record<string, number>; jobs_by_model: Record<string, number>; daily: Daily[] }
+interface Summary {
+  from: string; to: string; requests: number; credits_charged: number; credits_refunded: number; net_credits: number
+  jobs_by_status: Record<string, number>; jobs_by_model: Record<string, number>; daily: Daily[]
+}
 interface Entry { id: number; kind: string; delta: number; job_id: string | null; note: string | null; created_at: string }
 interface List<T> { data: T[]; total: number; limit: number; offset: number; has_more: boolean }
 

@@ -3,7 +3,10 @@ import { call, errorText, fmtDate } from '../api.js'
 import { Card, ErrorLine, Pager, SecretOnce } from '../ui.js'
 
 interface Hook { id: number; url: string; events: string[]; active: boolean; created_at: string }
-interface Delivery { id: string; event: string; job_id: string; status: string; attempts: number; last_status_code: number | null; last_error: string | null; last_latency_ms: number | null; next_attempt_at: string | null; created_at: string; delivered_at: string | null }
+interface Delivery {
+  id: string; event: string; job_id: string; status: string; attempts: number; last_status_code: number | null; last_error: string | null
+  last_latency_ms: number | null; next_attempt_at: string | null; created_at: string; delivered_at: string | null
+}
 interface List<T> { data: T[]; total: number; limit: number; offset: number }
 
 function Deliveries ({ hook }: { hook: Hook }) {

@@ -144,7 +144,9 @@ function writeHead (res: HttpResponse, status: number, headers: Record<string, s
  * is offered again from `onWritable`, counted from the response's write offset.
  * Resolves true once the whole body went out, false on abort or a read error.
  */
-function streamBody (ctx: RouteContext, res: HttpResponse, stream: Readable, status: number, headers: Record<string, string>, length: number): Promise<boolean> {
+function streamBody (
+  ctx: RouteContext, res: HttpResponse, stream: Readable, status: number, headers: Record<string, string>, length: number
+): Promise<boolean> {
   return new Promise((resolve) => {
     let settled = false
     let headWritten = false

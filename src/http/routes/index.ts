@@ -23,5 +23,8 @@ import { routes as webhooks } from './webhooks.js'
 
 /** Every route of the service, in OpenAPI order. `openapi` is read lazily (it lists these). */
 export function allRoutes (openapi: () => unknown, extra: Route[] = []): Route[] {
-  return [...systemRoutes(openapi), ...docs, ...catalog, ...extra, ...generate, ...jobs, ...library, ...assets, ...credits, ...ledger, ...usage, ...sse, ...webhooks, ...uploads, ...auth, ...keys, ...admin, ...providers, ...embed, ...metrics, ...dashboard, ...files]
+  return [
+    ...systemRoutes(openapi), ...docs, ...catalog, ...extra, ...generate, ...jobs, ...library, ...assets, ...credits, ...ledger, ...usage, ...sse,
+    ...webhooks, ...uploads, ...auth, ...keys, ...admin, ...providers, ...embed, ...metrics, ...dashboard, ...files
+  ]
 }

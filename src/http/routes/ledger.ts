@@ -38,7 +38,9 @@ export const routes: Route[] = [
       const { rows, total } = await listLedger(ctx.services.sql, ctx.caller!.accountId, { kind: q.kind, jobId: q.job_id, limit, offset })
       return {
         headers: { 'Cache-Control': 'no-store' },
-        body: page(rows.map(r => ({ id: r.id, kind: r.kind, delta: r.delta, job_id: r.job_id, note: r.note, created_at: r.created_at.toISOString() })), total, limit, offset),
+        body: page(rows.map(r => ({
+          id: r.id, kind: r.kind, delta: r.delta, job_id: r.job_id, note: r.note, created_at: r.created_at.toISOString()
+        })), total, limit, offset),
       }
     },
   },

@@ -170,14 +170,20 @@ let contained = false
 
 /**
  * Installs, once per thread, the last line of defence for a database outage: an exception the
- * driver throws from its own timers is logged and the thread carries on (its actors and
- * their state survive); any other uncaught exception still ends the thread as before.
+ * driver throws from its own timers, or a connection error nobody awaits any more, is logged
+ * and the thread carries on (its actors and their state survive); any other uncaught exception
+ * still ends the thread as before.
  */
 export function containDriverFaults (log: (msg: string, err: unknown) => void): void {
   if (contained) return
   contained = true
   process.on('uncaughtException', (err) => {
     if (isDriverFault(err)) { log('postgres.js fault during a database outage contained', err); return }
+    // A query on a connection the outage closed can reject where nobody awaits it any more
+    // (postgres.js settles some queries twice when its socket dies mid-answer: the caller saw
+    // the first outcome). Node reports that rejection here; it carries no state of ours, so it
+    // must not end the process (chaos outage: the main thread exited on one).
+    if (isDbUnavailable(err)) { log('database error with no waiting caller during an outage contained', err); return }
     process.stderr.write(`uncaught exception: ${err?.stack ?? err}\n`)
     process.exit(1)
   })

@@ -27,6 +27,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import Fastify from 'fastify'
 import postgres from 'postgres'
+import { CREATE_SCHEMA, createJob } from './usual-create.js'
 
 const PRICE = 10
 const ESTIMATED_SECONDS = 15 // nano-banana
@@ -139,25 +140,12 @@ async function complete (j: Live): Promise<void> {
 }
 
 const app = Fastify({ logger: false })
-app.post('/v1/generate/image', {
-  schema: {
-    body: { type: 'object', required: ['model', 'prompt'], additionalProperties: false, properties: { model: { type: 'string', maxLength: 64 }, prompt: { type: 'string', minLength: 1, maxLength: 2000 } } },
-    headers: { type: 'object', required: ['x-account-id'], properties: { 'x-account-id': { type: 'integer', minimum: 1 } } },
-  },
-}, async (req, reply) => {
+app.post('/v1/generate/image', { schema: CREATE_SCHEMA }, async (req, reply) => {
   const accountId = Number(req.headers['x-account-id'])
   const { model, prompt } = req.body as { model: string; prompt: string }
-  const id = 'job_' + randomBytes(12).toString('base64url')
-  const now = new Date()
-  const remaining = await sql.begin(async (tx) => {
-    const [a] = await tx<{ credits: number }[]>`UPDATE bench_accounts SET credits = credits - ${PRICE}, updated_at = now() WHERE id = ${accountId} AND credits >= ${PRICE} RETURNING credits`
-    if (!a) return null
-    await tx`INSERT INTO bench_credit_entries (account_id, delta, kind, job_id, note) VALUES (${accountId}, ${-PRICE}, 'charge', ${id}, ${'image ' + model})`
-    await tx`INSERT INTO bench_jobs (id, account_id, type, model, status, prompt, request, credits_charged, estimated_seconds, provider, deadline_at, created_at, updated_at)
-      VALUES (${id}, ${accountId}, 'image', ${model}, 'submitted', ${prompt}, ${tx.json({ model, prompt } as any)}, ${PRICE}, ${ESTIMATED_SECONDS}, 'simulated', ${new Date(now.getTime() + 600_000)}, ${now}, ${now})`
-    return a.credits
-  })
-  if (remaining === null) return reply.code(402).send({ error: true, code: 'INSUFFICIENT_CREDITS' })
+  const created = await createJob(sql, accountId, model, prompt, PRICE, ESTIMATED_SECONDS)
+  if (created === null) return reply.code(402).send({ error: true, code: 'INSUFFICIENT_CREDITS' })
+  const { id, now, remaining } = created
   // "Submitted" to the simulated provider once committed; its clock starts now.
   pending++
   schedule({ id, accountId, model, prompt, submittedAt: Date.now(), createdAt: now, progress: 0 })

@@ -162,7 +162,10 @@ t.test('the cap is enforced as soon as it is crossed, not after reading the body
   const atAnswer = m.pulled()
   t.equal(r.status, 413)
   t.equal((await r.json() as any).code, 'PAYLOAD_TOO_LARGE')
-  t.ok(atAnswer < 30 * MB, `client had sent ${(atAnswer / MB).toFixed(1)} MB of ${(m.total / MB).toFixed(1)} MB when refused`)
+  // The answer arrived before the client finished sending. How much it had pushed by then
+  // depends on how busy the client is (44 MB once in a loaded CI run, ~19 MB when quiet), so
+  // the bound is the end of the body, not a figure.
+  t.ok(atAnswer < m.total, `client had sent ${(atAnswer / MB).toFixed(1)} MB of ${(m.total / MB).toFixed(1)} MB when refused`)
   // The server is still fine afterwards.
   t.equal((await upload([kind('image'), file('after.png', png())])).status, 201)
 })

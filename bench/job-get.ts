@@ -3,8 +3,10 @@
  * the (id, key) list from its own offset). The jobs are created through the API and have
  * completed before the run (SIM_SPEED=100), so every read is a cached-key, cached-job read.
  * Targets: CPU per request <= 0.75x Fastify 5 hello-world (no auth, no lookup); p99 <= 10 ms
- * at 100 connections.
+ * at 100 connections. A bare uWS hello-world is shown too: what uWS itself costs per request.
  */
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { startBaseline } from './lib/children.js'
 import { measure } from './lib/load.js'
 import type { Check, Scenario } from './lib/scenario.js'
@@ -12,12 +14,35 @@ import { until } from './lib/scenario.js'
 import { createJobs, seedAccounts } from './lib/seed.js'
 import { bootStack } from './lib/stack.js'
 
+type Metrics = Record<string, number>
+
+/**
+ * BENCH_PERF=1: the instructions `pid` executes during `run` (user and kernel, from `perf
+ * stat`), per answered request: a cost figure that, unlike CPU time, does not move with the
+ * machine's load. Needs perf and perf_event_paranoid <= 2 (or root).
+ */
+async function counted (pid: number, run: () => Promise<Metrics>): Promise<Metrics> {
+  if (!process.env.BENCH_PERF || process.env.BENCH_PERF === '0') return run()
+  const perf = spawn('perf', ['stat', '-x', ',', '-e', 'instructions:u,instructions:k', '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] })
+  let out = ''
+  perf.stderr.on('data', (d: Buffer) => { out += d.toString() })
+  await new Promise(resolve => setTimeout(resolve, 200)) // perf attaches to every thread first
+  const m = await run()
+  perf.kill('SIGINT')
+  await once(perf, 'exit')
+  const count = (ev: string) => Number(out.split('\n').find(l => l.includes(`,${ev}`))?.split(',')[0])
+  m.kinstr_user_per_req = count('instructions:u') / 1000 / m.requests
+  m.kinstr_kernel_per_req = count('instructions:k') / 1000 / m.requests
+  return m
+}
+
 export const scenario: Scenario = {
   name: 'job-get',
   title: 'GET /v1/jobs/{id} (1000 jobs, 100 keys)',
   async prepare (o) {
     const stack = await bootStack(o, 'job-get', { SIM_SPEED: '100' })
     let fastify: Awaited<ReturnType<typeof startBaseline>> | null = null
+    let uws: Awaited<ReturnType<typeof startBaseline>> | null = null
     try {
       o.log('[job-get] seeding 100 accounts and 1000 jobs')
       let t = Date.now()
@@ -32,31 +57,38 @@ export const scenario: Scenario = {
       if (!done) throw new Error('the 1000 jobs did not complete within 120 s')
       o.log(`[job-get] completed in ${Date.now() - t} ms`)
       fastify = await startBaseline('Fastify hello', 'baselines/fastify-hello.js')
+      // uWS itself (parse, send, syscalls) answering a hello-world: the floor of any uWS service.
+      uws = await startBaseline('bare uWS hello', 'baselines/uws-static.js', { ROUTE: '/', BODY: '{"hello":"world"}', CONTENT_TYPE: 'application/json; charset=utf-8' })
       const requests = jobs.map(j => ({ method: 'GET', path: `/v1/jobs/${j.id}`, headers: { 'x-api-key': j.key } }))
-      const svcRun = (seconds: number) => measure(stack.svc.pid, { url: stack.svc.url, connections: o.connections, duration: seconds, requests }).then(x => x.m)
-      const fRun = (seconds: number) => measure(fastify!.pid, { url: `http://127.0.0.1:${fastify!.port}/`, connections: o.connections, duration: seconds }).then(x => x.m)
+      const svcLoad = { url: stack.svc.url, connections: o.connections, requests }
+      const svcRun = (seconds: number) => counted(stack.svc.pid, () => measure(stack.svc.pid, { ...svcLoad, duration: seconds }).then(x => x.m))
+      const fRun = (seconds: number) => counted(fastify!.pid, () => measure(fastify!.pid, { url: `http://127.0.0.1:${fastify!.port}/`, connections: o.connections, duration: seconds }).then(x => x.m))
+      const uRun = (seconds: number) => counted(uws!.pid, () => measure(uws!.pid, { url: `http://127.0.0.1:${uws!.port}/`, connections: o.connections, duration: seconds }).then(x => x.m))
       const svcRounds: number[] = []
       const f = fastify
+      const u = uws
       return {
         sides: [
           { name: 'service', role: 'service', warmup: async () => { await svcRun(2) }, measure: async () => { const m = await svcRun(o.duration); svcRounds.push(m.non2xx + m.errors); return m } },
           { name: f.name, role: 'baseline', warmup: async () => { await fRun(2) }, measure: () => fRun(o.duration) },
+          { name: u.name, role: 'baseline', warmup: async () => { await uRun(2) }, measure: () => uRun(o.duration) },
         ],
         targets: [
           { metric: 'cpu_us_per_req', kind: 'ratio', baseline: f.name, op: '<=', value: 0.75 },
           { metric: 'p99_ms', kind: 'absolute', op: '<=', value: 10 },
         ],
-        show: ['rps', 'p50_ms', 'p99_ms', 'main_thread_cpu_us_per_req', 'errors', 'non2xx'],
+        show: ['rps', 'p50_ms', 'p99_ms', 'main_thread_cpu_us_per_req', ...(process.env.BENCH_PERF ? ['kinstr_user_per_req', 'kinstr_kernel_per_req'] : []), 'errors', 'non2xx'],
         notes: [`${o.connections} connections; the service authenticates every request (SHA-256 of the key, cached key and account), runs the rate limiter, writes X-RateLimit-* and meters it`],
         after: async () => {
           const bad = svcRounds.reduce((a, b) => a + b, 0)
           const checks: Check[] = [{ metric: 'service answers not 200 (all rounds)', value: bad, target: '= 0', met: bad === 0 }]
           return { checks }
         },
-        close: async () => { await f.stop(); await stack.close() },
+        close: async () => { await f.stop(); await u.stop(); await stack.close() },
       }
     } catch (err) {
       await fastify?.stop()
+      await uws?.stop()
       await stack.close()
       throw err
     }

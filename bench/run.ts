@@ -291,7 +291,9 @@ async function main (): Promise<void> {
   const fd = fdLimits()
   const runnerCpu = pinRunner()
   const pinning = runnerCpu === null ? null : { loadGenerator: runnerCpu, measured: serverCpus() }
-  o.log(`bench: ${names.join(', ')}; ${o.rounds} rounds, ${o.duration} s runs, ${o.connections} connections, ${o.streams} SSE streams; open-file limit ${fd.soft}${pinning ? `; load generator on CPU ${pinning.loadGenerator}, service and baselines on CPU ${pinning.measured}` : ''}`)
+  // The service inherits the runner's environment (bench/lib/children.ts): FRONTENDS=2 npm run bench ... runs two front-end threads.
+  const frontends = process.env.FRONTENDS || '1 (default)'
+  o.log(`bench: ${names.join(', ')}; FRONTENDS=${frontends}; ${o.rounds} rounds, ${o.duration} s runs, ${o.connections} connections, ${o.streams} SSE streams; open-file limit ${fd.soft}${pinning ? `; load generator on CPU ${pinning.loadGenerator}, service and baselines on CPU ${pinning.measured}` : ''}`)
   const results: ScenarioResult[] = []
   for (const name of names) {
     const sc = ALL.find(s => s.name === name)!
@@ -300,7 +302,7 @@ async function main (): Promise<void> {
   }
   const finished = new Date()
   const t = table(results)
-  process.stdout.write('\n' + t + '\n')
+  process.stdout.write(`\nFRONTENDS=${frontends}${pinning ? `, BENCH_PIN: load generator on CPU ${pinning.loadGenerator}` : ''}\n` + t + '\n')
   for (const r of results) for (const n of r.notes ?? []) process.stdout.write(`- ${r.name}: ${n}\n`)
   const doc = {
     started: started.toISOString(),
@@ -309,7 +311,7 @@ async function main (): Promise<void> {
     machine: { ...host, loadAvgAtEnd: loadAvg() },
     postgres: pgVersion,
     git: { commit: git(['rev-parse', 'HEAD']), dirty: git(['status', '--porcelain']).split('\n').filter(Boolean).length > 0 },
-    options: { ...opts, streams: o.streams, hog, hogCore, pinning },
+    options: { ...opts, streams: o.streams, hog, hogCore, pinning, frontends },
     table: t,
     scenarios: results,
   }

@@ -17,6 +17,7 @@ import type { Route } from './http/route.js'
 import { allRoutes } from './http/routes/index.js'
 import { HttpServer } from './http/server.js'
 import { Metering } from './metering.js'
+import { ThreadedMetering } from './frontend/metering.js'
 import type { Services } from './services.js'
 import { Passwords } from './util/passwords.js'
 import { JobCache } from './jobs/cache.js'
@@ -28,7 +29,12 @@ import { MemoryLoginThrottle, RedisLoginThrottle } from './http/login-throttle.j
 import { createStorage } from './storage/index.js'
 import { UploadSweeper } from './storage/sweeper.js'
 import { Metrics } from './metrics.js'
+import { trackSize } from './worker-stats.js'
 import { createLogger } from './log.js'
+import { createServer } from 'node:net'
+import { ThreadBus } from './frontend/bus.js'
+import { FrontendPool } from './frontend/pool.js'
+import { createSharedLimits, SharedRateLimiter, SharedStreamCounts } from './frontend/shared-limits.js'
 
 export interface App {
   port: number
@@ -37,6 +43,20 @@ export interface App {
   adminToken: string
   /** Graceful stop: drain requests, close the listen socket, stop shards, flush, stop embedded PG. */
   close: () => Promise<void>
+  /** The front-end threads besides the main one (FRONTENDS > 1), else null. */
+  frontends: FrontendPool | null
+}
+
+/** A port free now on `host`: front-end threads share a fixed port (uWS sets SO_REUSEPORT only for a non-zero port). */
+function freePort (host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer()
+    srv.once('error', reject)
+    srv.listen(0, host, () => {
+      const port = (srv.address() as { port: number }).port
+      srv.close(() => resolve(port))
+    })
+  })
 }
 
 export interface AppOptions {
@@ -102,7 +122,22 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const bus = config.redisUrl ? new RedisBus(config.redisUrl, config.redisPrefix, nodeId, log) : null
   const jobs = new JobCache(config.jobCacheMb * 1024 * 1024)
   const metrics = new Metrics()
-  const sse = new SseHub(config.sseHeartbeatMs)
+  // Front-end threads (docs/decisions.md "Front-end threads"): test-only extra routes are
+  // functions, which cannot cross threads, so an app given some keeps one front end.
+  const frontends = opts.routes?.length ? 1 : config.frontends
+  if (frontends !== config.frontends) log.info({ frontends: config.frontends }, 'extra routes given: one front-end thread')
+  const limits = frontends > 1 ? createSharedLimits() : null
+  let frontPool: FrontendPool | null = null
+  const sse = new SseHub(config.sseHeartbeatMs, limits ? new SharedStreamCounts(limits.streams) : undefined)
+  const busName = `genjobs-frontends-${randomBytes(8).toString('hex')}`
+  let auth: Authenticator | null = null
+  // Main thread side of the thread bus: invalidations made on another front end go to Redis too.
+  const threads = limits ? new ThreadBus(busName, (m) => {
+    if (m.t !== 'inv') return
+    if (m.k === 'key') auth?.invalidateKey(m.id, false)
+    else auth?.invalidateAccount(Number(m.id), false)
+    bus?.publish({ t: 'inv', k: m.k, id: m.id })
+  }) : null
   jobs.onUpdate((_accountId, view) => sse.publish(view))
   const shards = new ShardPool({
     shards: config.shards,
@@ -110,28 +145,44 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     config,
     nodeId,
     onLog: (level, msg) => log[level](msg),
-    onRestart: (shard, n) => { jobs.dropActive(a => a % n === shard) },
+    onRestart: (shard, n) => {
+      jobs.dropActive(a => a % n === shard)
+      threads?.post({ t: 'drop', shard, n })
+      frontPool?.shardRestarted(shard)
+    },
     onEvent: (ev) => {
       if (ev.type !== 'job.updated') return
       if (ev.job.status === 'completed' || ev.job.status === 'failed' || ev.job.status === 'cancelled') metrics.jobFinished(ev.job.status)
       jobs.update(ev.accountId, ev.job)
+      threads?.post({ t: 'job', a: ev.accountId, j: ev.job })
       bus?.publish({ t: 'job', a: ev.accountId, j: ev.job })
     },
   })
   await shards.ready()
 
-  const auth = new Authenticator(sql, jwtSecret, adminToken)
+  // AUTH_CACHE_MB: 3/4 for the credential caches, 1/4 for the in-process login throttle.
+  const authBudget = config.authCacheMb * 1024 * 1024
+  auth = new Authenticator(sql, jwtSecret, adminToken, 5000, Math.floor(authBudget * 3 / 4))
+  const authn = auth
+  auth.onInvalidate = (k, id) => {
+    bus?.publish({ t: 'inv', k, id })
+    threads?.post({ t: 'inv', k, id })
+  }
   if (bus) {
-    auth.onInvalidate = (k, id) => bus.publish({ t: 'inv', k, id })
     await bus.start((m) => {
       if (m.t === 'job') jobs.update(m.a, m.j)
-      else if (m.k === 'key') auth.invalidateKey(m.id, false)
-      else auth.invalidateAccount(Number(m.id), false)
+      else if (m.k === 'key') authn.invalidateKey(m.id, false)
+      else authn.invalidateAccount(Number(m.id), false)
+      // The other front-end threads of this node hear it too.
+      threads?.post(m.t === 'job' ? { t: 'job', a: m.a, j: m.j } : { t: 'inv', k: m.k, id: m.id })
     })
   }
   const passwords = new Passwords()
-  const limiter = new RateLimiter()
-  const metering = new Metering(sql, log, auth.lastUsed, config.meteringRetentionDays)
+  const limiter = limits ? new SharedRateLimiter(limits.rate) : new RateLimiter()
+  const metering = limits
+    ? new ThreadedMetering(sql, log, auth.lastUsed, config.meteringRetentionDays)
+    : new Metering(sql, log, auth.lastUsed, config.meteringRetentionDays)
+  if (metering instanceof ThreadedMetering) metering.peers = (accountId) => frontPool?.flushMetering(accountId) ?? Promise.resolve()
   const storage = await createStorage(config)
   const probeSql = connect(databaseUrl, { max: 1, stallMs: config.dbStallTimeoutMs })
   const dbHealth = new DbHealth(() => probeSql`SELECT 1`, 250, (up) => log.warn(up ? 'database reachable again' : 'database unreachable'))
@@ -139,14 +190,23 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const services: Services = {
     providers, config, sql, dbHealth, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, bus,
     redisLimiter: bus ? new RedisRateLimiter(bus.pub, config.redisPrefix) : null,
-    loginThrottle: bus ? new RedisLoginThrottle(bus.pub, config.redisPrefix) : new MemoryLoginThrottle(), nodeId, tickets: new Tickets(jwtSecret),
+    loginThrottle: bus ? new RedisLoginThrottle(bus.pub, config.redisPrefix) : new MemoryLoginThrottle(Math.floor(authBudget / 4)),
+    nodeId, tickets: new Tickets(jwtSecret),
     metrics, version: await readVersion()
   }
   const delivery = new DeliveryPool({ databaseUrl, config, version: services.version, onLog: (level, msg) => log[level](msg) }) // webhooks (DESIGN.md 2)
   await delivery.ready()
+  trackSize('job_cache', () => jobs.size)
+  trackSize('job_cache_bytes', () => jobs.bytes)
+  trackSize('auth_keys', () => authn.cacheSizes.keys)
+  trackSize('auth_accounts', () => authn.cacheSizes.accounts)
+  trackSize('auth_cache_bytes', () => authn.cacheSizes.bytes)
+  trackSize('metering_pending', () => metering.pending)
+  trackSize('rate_limit_windows', () => limiter instanceof RateLimiter ? limiter.size : limiter.size())
   metrics.setSources({
     sql,
     sseOpen: () => sse.size,
+    frontends: () => frontPool?.stats() ?? Promise.resolve([]),
     workerStats: async () => {
       const [s, d] = await Promise.all([shards.stats(), delivery.stats()])
       return [...s, ...d]
@@ -157,8 +217,36 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const routes = allRoutes(() => doc, opts.routes)
   doc = Object.freeze(buildOpenApi(routes, { version: services.version, serverUrl: config.publicBaseUrl }))
   const server = new HttpServer(services, routes)
-  const port = await server.listen(config.host, config.port)
-  log.info({ port, shards: config.shards, database: embedded ? 'embedded' : 'external' }, 'listening')
+  let port: number
+  if (frontends === 1) port = await server.listen(config.host, config.port)
+  else {
+    // Every front end listens on one fixed port; a port picked free can be taken by someone else before we bind it: retry.
+    for (let attempt = 0; ; attempt++) {
+      try { port = await server.listen(config.host, config.port || await freePort(config.host)); break } catch (err) {
+        if (config.port !== 0 || attempt >= 5) throw err
+      }
+    }
+    frontPool = new FrontendPool({
+      extra: frontends - 1,
+      shards,
+      init: {
+        config, databaseUrl, nodeId, jwtSecret, adminToken, version: services.version,
+        host: config.host, port, shards: config.shards, limits: limits!, bus: busName,
+      },
+      handlers: {
+        'password.hash': (r) => passwords.hash(r.password),
+        'password.verify': (r) => passwords.verify(r.password, r.hash),
+        'login.check': (r) => services.loginThrottle.check(r.email, r.ip),
+        'login.failed': async (r) => { await services.loginThrottle.failed(r.email, r.ip); return null },
+        'login.succeeded': async (r) => { await services.loginThrottle.succeeded(r.email); return null },
+        'metrics.scrape': () => metrics.scrape(),
+        'metering.flush': async (r) => { await (r.accountId === null ? metering.flush() : metering.flushFor(r.accountId)); return null },
+      },
+      onLog: (level, msg) => log[level](msg),
+    })
+    await frontPool.ready()
+  }
+  log.info({ port, shards: config.shards, frontends, database: embedded ? 'embedded' : 'external' }, 'listening')
   const sweeper = new UploadSweeper(sql, storage, log) // expired video uploads: at boot, then hourly
   sweeper.start()
 
@@ -168,9 +256,11 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     url: `http://127.0.0.1:${port}`,
     services,
     adminToken,
+    get frontends () { return frontPool },
     close: () => (closed ??= (async () => {
       sse.close()
-      await server.close()
+      await Promise.all([server.close(), frontPool?.close()])
+      threads?.close()
       await bus?.close()
       await shards.close()
       await metering.close()

@@ -22,6 +22,8 @@ export interface Config {
   databaseUrl: string | undefined
   redisUrl: string | undefined
   shards: number
+  /** FRONTENDS: uWS front-end threads sharing the listening port (docs/decisions.md "Front-end threads"); default 1. */
+  frontends: number
   adminToken: string | undefined
   /** METRICS_TOKEN: a Bearer token for GET /metrics only (ADMIN_TOKEN is accepted too). */
   metricsToken: string | undefined
@@ -58,6 +60,10 @@ export interface Config {
   dbStallTimeoutMs: number
   /** JOB_CACHE_MB: memory budget of the job read cache (src/jobs/cache.ts). */
   jobCacheMb: number
+  /** AUTH_CACHE_MB: memory budget of the credential caches and the in-process login throttle (src/http/auth.ts). */
+  authCacheMb: number
+  /** ACTOR_IDLE_S: an idle account actor is dropped from its shard after this long (src/actors/eviction.ts). */
+  actorIdleS: number
 }
 
 /**
@@ -130,6 +136,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, overrides: Par
     databaseUrl: env.DATABASE_URL || undefined,
     redisUrl: env.REDIS_URL || undefined,
     shards: int('SHARDS', env.SHARDS, Math.max(1, availableParallelism()), 1),
+    frontends: Math.floor(int('FRONTENDS', env.FRONTENDS, 1, 1)),
     adminToken: env.ADMIN_TOKEN || undefined,
     metricsToken: env.METRICS_TOKEN || undefined,
     jwtSecret: env.JWT_SECRET || undefined,
@@ -144,6 +151,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, overrides: Par
     submitTimeoutMs: int('SUBMIT_TIMEOUT_MS', env.SUBMIT_TIMEOUT_MS, 15000, 1),
     dbStallTimeoutMs: int('DB_STALL_TIMEOUT_MS', env.DB_STALL_TIMEOUT_MS, 3000, 0),
     jobCacheMb: int('JOB_CACHE_MB', env.JOB_CACHE_MB, 256, 1),
+    authCacheMb: int('AUTH_CACHE_MB', env.AUTH_CACHE_MB, 64, 1),
+    actorIdleS: int('ACTOR_IDLE_S', env.ACTOR_IDLE_S, 300, 1),
     meteringRetentionDays: int('METERING_RETENTION_DAYS', env.METERING_RETENTION_DAYS, 30, 1),
     providersFile: env.PROVIDERS_FILE || undefined,
     providerEnv: providerEnv(env),

@@ -2,9 +2,9 @@ import { activeJobsByStatus } from './db/jobs.js'
 import { outboxLag } from './db/outbox.js'
 import { Counter, Gauge, Registry } from 'prom-client'
 import type { Sql } from './db/connect.js'
-import { Hist, type HistSnap, type StatsSnapshot } from './worker-stats.js'
+import { Hist, threadSnapshot, type HistSnap, type StatsSnapshot } from './worker-stats.js'
+import type { FrontendStats } from './frontend/protocol.js'
 
-type Child<T> = { inc: (n?: number) => void } & T
 /** One exposition row as prom-client's Registry reads it. */
 interface Row { value: number; labels: Record<string, string | number>; metricName?: string }
 
@@ -51,6 +51,8 @@ export interface MetricSources {
   workerStats: () => Promise<StatsSnapshot[]>
   sql: Sql
   sseOpen: () => number
+  /** The other front-end threads' request metrics (src/frontend/pool.ts); absent with FRONTENDS=1. */
+  frontends?: () => Promise<FrontendStats[]>
 }
 
 const HTTP_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10]
@@ -63,28 +65,30 @@ const NON_TERMINAL = ['queued', 'submitted', 'processing']
  */
 export class Metrics {
   readonly registry = new Registry()
-  private readonly created: Counter<'type' | 'model'>
-  private readonly refusals: Counter<'reason'>
+  /** Jobs created and 429 refusals: plain cells, summed with the other front-end threads' at scrape time. */
+  private readonly createdCells = new Map<string, Map<string, { n: number }>>()
+  private readonly refusalCells = new Map<string, { n: number }>()
   private readonly finished: Counter<'status'>
   /** Request counts by route pattern, method and status: plain cells, no label hashing per request. */
   private readonly reqCells = new Map<string, Map<string, Map<number, { n: number }>>>()
   /** Request latency (seconds) by route pattern. */
   private readonly durations = new Map<string, Hist>()
-  private readonly createdChildren = new Map<string, Map<string, Child<object>>>()
   private sources: MetricSources | null = null
   /** The last scrape's worker snapshots, read by the collected metrics below. */
   private snaps: StatsSnapshot[] = []
   private jobsByState: Record<string, number> = {}
   private outboxLagSeconds = 0
   private outboxPending = 0
+  /** The other front-end threads' last snapshots. */
+  private fronts: FrontendStats[] = []
+  /** Set on a front-end thread other than the main one: /metrics is the main thread's (every thread summed). */
+  delegate: (() => Promise<string>) | null = null
 
   constructor () {
     const registers = [this.registry]
-    this.created = new Counter({ name: 'genjobs_jobs_created_total', help: 'Jobs created (not replays), by type and model', labelNames: ['type', 'model'], registers })
-    this.refusals = new Counter({ name: 'genjobs_refusals_total', help: 'Requests refused with 429, by reason (RATE_LIMIT_EXCEEDED, concurrency_limit_reached, TOO_MANY_STREAMS)', labelNames: ['reason'], registers })
     this.finished = new Counter({ name: 'genjobs_jobs_finished_total', help: 'Jobs that reached a terminal state on this node, by status', labelNames: ['status'], registers })
     // Read at scrape time through arrows (collect's own `this` is the gauge).
-    const sseOpen = () => this.sources?.sseOpen() ?? 0
+    const sseOpen = () => (this.sources?.sseOpen() ?? 0) + this.fronts.reduce((n, f) => n + f.sseOpen, 0)
     const jobsIn = (state: string) => this.jobsByState[state] ?? 0
     const outboxLag = () => this.outboxLagSeconds
     const outboxPending = () => this.outboxPending
@@ -101,17 +105,40 @@ export class Metrics {
     const reg = (c: Collected) => this.registry.registerMetric(c as any)
     // prom-client's labelled children hash their label object on every inc/observe; the two
     // per-request series are kept in plain cells instead and exposed at scrape time.
-    reg(new Collected('genjobs_http_requests_total', 'HTTP requests answered, by route pattern (unmatched: no route), method and status', 'counter', () => {
-      const out: Row[] = []
-      for (const [route, byMethod] of this.reqCells) {
-        for (const [method, byStatus] of byMethod) {
-          for (const [status, c] of byStatus) out.push({ labels: { route, method, status }, value: c.n })
+    reg(new Collected('genjobs_jobs_created_total', 'Jobs created (not replays), by type and model', 'counter', () => {
+      const m = new Map<string, { labels: { type: string; model: string }; value: number }>()
+      for (const f of [this.stats(), ...this.fronts]) {
+        for (const [type, model, n] of f.created) {
+          const k = `${type}\0${model}`
+          const r = m.get(k)
+          if (r) r.value += n
+          else m.set(k, { labels: { type, model }, value: n })
         }
       }
-      return out
+      return [...m.values()]
     }))
-    reg(new Collected('genjobs_http_request_duration_seconds', 'Time from request to answer, by route pattern', 'histogram', () =>
-      [...this.durations].flatMap(([route, h]) => histValues('genjobs_http_request_duration_seconds', h, { route }))))
+    reg(new Collected('genjobs_refusals_total', 'Requests refused with 429, by reason (RATE_LIMIT_EXCEEDED, concurrency_limit_reached, TOO_MANY_STREAMS)', 'counter', () => {
+      const m = new Map<string, number>()
+      for (const f of [this.stats(), ...this.fronts]) for (const [code, n] of f.refusals) m.set(code, (m.get(code) ?? 0) + n)
+      return [...m].map(([reason, n]) => ({ labels: { reason }, value: n }))
+    }))
+    reg(new Collected('genjobs_http_requests_total', 'HTTP requests answered, by route pattern (unmatched: no route), method and status', 'counter', () => {
+      const m = new Map<string, Row>()
+      for (const f of [this.stats(), ...this.fronts]) {
+        for (const [route, method, status, n] of f.requests) {
+          const k = `${route}\0${method}\0${status}`
+          const r = m.get(k)
+          if (r) r.value += n
+          else m.set(k, { labels: { route, method, status }, value: n })
+        }
+      }
+      return [...m.values()]
+    }))
+    reg(new Collected('genjobs_http_request_duration_seconds', 'Time from request to answer, by route pattern', 'histogram', () => {
+      const m = new Map<string, HistSnap>()
+      for (const f of [this.stats(), ...this.fronts]) for (const [route, h] of f.durations) addHist(m, route, h)
+      return [...m].flatMap(([route, h]) => histValues('genjobs_http_request_duration_seconds', h, { route }))
+    }))
     reg(new Collected('genjobs_group_commit_batch_size', 'Items per group-commit transaction (all shards and the delivery worker)', 'histogram', sumHist('genjobs_group_commit_batch_size', s => s.commitBatch)))
     reg(new Collected('genjobs_group_commit_seconds', 'Group-commit transaction latency', 'histogram', sumHist('genjobs_group_commit_seconds', s => s.commitSeconds)))
     reg(new Collected('genjobs_shard_mailbox_depth', 'Messages queued in actor mailboxes, all shards', 'gauge', () => [{ labels: {}, value: this.snaps.reduce((n, s) => n + s.mailboxDepth, 0) }]))
@@ -135,6 +162,12 @@ export class Metrics {
       for (const s of this.snaps) for (const [k, n] of Object.entries(s.deliveries)) m.set(k, (m.get(k) ?? 0) + n)
       return [...m].map(([k, n]) => ({ labels: { outcome: k }, value: n }))
     }))
+    // Issue 15 (soak): which thread's heap or which structure grows.
+    const threads = () => [threadSnapshot(), ...this.snaps]
+    reg(new Collected('genjobs_thread_heap_bytes', 'V8 heap per thread (main, shard-N, delivery worker), by kind: used, total, external, malloced', 'gauge', () =>
+      threads().flatMap(t => Object.entries(t.heap).map(([kind, value]) => ({ labels: { thread: t.thread, kind }, value })))))
+    reg(new Collected('genjobs_thread_structure_size', 'Entries (or bytes, names ending in _bytes) of long-lived structures per thread', 'gauge', () =>
+      threads().flatMap(t => Object.entries(t.sizes).map(([name, value]) => ({ labels: { thread: t.thread, name }, value })))))
     reg(new Collected('genjobs_webhook_delivery_seconds', 'Webhook POST latency', 'histogram', sumHist('genjobs_webhook_delivery_seconds', s => s.deliverySeconds)))
   }
 
@@ -155,27 +188,47 @@ export class Metrics {
   }
 
   /** A 429 refusal, by its error code. */
-  refused (code: string): void { this.refusals.labels(code).inc() }
+  refused (code: string): void {
+    let c = this.refusalCells.get(code)
+    if (c === undefined) { c = { n: 0 }; this.refusalCells.set(code, c) }
+    c.n++
+  }
 
   jobCreated (type: string, model: string): void {
-    let byModel = this.createdChildren.get(type)
-    if (byModel === undefined) { byModel = new Map(); this.createdChildren.set(type, byModel) }
+    let byModel = this.createdCells.get(type)
+    if (byModel === undefined) { byModel = new Map(); this.createdCells.set(type, byModel) }
     let c = byModel.get(model)
-    if (c === undefined) { c = this.created.labels(type, model); byModel.set(model, c) }
-    c.inc()
+    if (c === undefined) { c = { n: 0 }; byModel.set(model, c) }
+    c.n++
+  }
+
+  /** This thread's request-side cells as plain data (summed by the main thread's scrape). */
+  stats (sseOpen = 0): FrontendStats {
+    const requests: FrontendStats['requests'] = []
+    for (const [route, byMethod] of this.reqCells) {
+      for (const [method, byStatus] of byMethod) for (const [status, c] of byStatus) requests.push([route, method, status, c.n])
+    }
+    const durations: FrontendStats['durations'] = [...this.durations].map(([route, h]) => [route, { buckets: h.buckets, counts: [...h.counts], sum: h.sum, count: h.count }])
+    const created: FrontendStats['created'] = []
+    for (const [type, byModel] of this.createdCells) for (const [model, c] of byModel) created.push([type, model, c.n])
+    const refusals: FrontendStats['refusals'] = [...this.refusalCells].map(([code, c]) => [code, c.n])
+    return { requests, durations, created, refusals, sseOpen }
   }
 
   jobFinished (status: string): void { this.finished.labels(status).inc() }
 
   /** The exposition text; gathers worker snapshots and the PostgreSQL gauges first. */
   async scrape (): Promise<string> {
+    if (this.delegate) return await this.delegate()
     const src = this.sources
     if (src) {
-      const [snaps, states, outbox] = await Promise.all([
+      const [snaps, states, outbox, fronts] = await Promise.all([
         src.workerStats(),
         activeJobsByStatus(src.sql).catch(() => null),
         outboxLag(src.sql).catch(() => null),
+        src.frontends?.() ?? [],
       ])
+      this.fronts = fronts
       this.snaps = snaps
       if (states) this.jobsByState = Object.fromEntries(states.map(r => [r.status, r.n]))
       if (outbox !== null) { this.outboxLagSeconds = Math.max(0, outbox?.lag ?? 0); this.outboxPending = outbox?.pending ?? 0 }

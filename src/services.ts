@@ -2,9 +2,9 @@ import type { Logger } from 'pino'
 import type { Config } from './config.js'
 import type { DbHealth, Sql } from './db/connect.js'
 import type { LoginThrottle } from './http/login-throttle.js'
-import type { ShardPool } from './actors/shard-pool.js'
+import type { Shards } from './actors/shard-pool.js'
 import type { Authenticator } from './http/auth.js'
-import type { RateLimiter } from './http/rate-limit.js'
+import type { Limiter } from './frontend/shared-limits.js'
 import type { Passwords } from './util/passwords.js'
 import type { Metering } from './metering.js'
 import type { Storage } from './storage/storage.js'
@@ -23,13 +23,13 @@ export interface Services {
   sql: Sql
   /** Whether PostgreSQL answers, as this thread sees it (issue 15): bounds request waits during an outage. */
   dbHealth: DbHealth
-  shards: ShardPool
+  shards: Shards
   auth: Authenticator
-  passwords: Passwords
+  passwords: Pick<Passwords, 'hash' | 'verify'>
   jwtSecret: string
   log: Logger
   metering: Metering
-  limiter: RateLimiter
+  limiter: Limiter
   /** Views of recent and live jobs, fed by shard events. */
   jobs: JobCache
   /** Cross-node bus and shared rate window (only with REDIS_URL). */

@@ -5,6 +5,8 @@
  * exposes the sums in its registry (src/metrics.ts). Counters are cumulative since the worker
  * started; a restarted worker starts again from zero (Prometheus treats that as a counter reset).
  */
+import { getHeapStatistics } from 'node:v8'
+import { isMainThread, threadId } from 'node:worker_threads'
 
 /** Group-commit batch sizes (items per transaction). */
 export const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
@@ -42,6 +44,19 @@ export interface StatsSnapshot {
   /** Webhook delivery attempts by outcome (delivery worker). */
   deliveries: Record<string, number>
   deliverySeconds: HistSnap
+  /** This thread's name (shard-0, delivery) and V8 heap (issue 15: which thread grows in a soak). */
+  thread: string
+  heap: ThreadHeap
+  /** Sizes of this thread's long-lived structures (actors, live jobs...), by name. */
+  sizes: Record<string, number>
+}
+
+/** One isolate's heap (v8.getHeapStatistics), in bytes. */
+export interface ThreadHeap { used: number; total: number; external: number; malloced: number }
+
+export function threadHeap (): ThreadHeap {
+  const h = getHeapStatistics()
+  return { used: h.used_heap_size, total: h.total_heap_size, external: h.external_memory ?? 0, malloced: h.malloced_memory }
 }
 
 const commitBatch = new Hist(BATCH_BUCKETS)
@@ -52,6 +67,14 @@ const breakers = new Map<string, () => number>()
 const deliveries = new Map<string, number>()
 const deliverySeconds = new Hist(SECONDS_BUCKETS)
 let mailboxDepth: () => number = () => 0
+let threadName = isMainThread ? 'main' : `worker-${threadId}`
+const sizes = new Map<string, () => number>()
+
+/** Names this thread in its snapshots. */
+export function nameThread (name: string): void { threadName = name }
+
+/** A long-lived structure whose size each snapshot reports (`sizes`). */
+export function trackSize (name: string, size: () => number): void { sizes.set(name, size) }
 
 /** Group commit: one transaction of `items` took `seconds`. */
 export function observeCommit (items: number, seconds: number): void {
@@ -91,5 +114,11 @@ export function snapshotStats (): StatsSnapshot {
     mailboxDepth: mailboxDepth(),
     deliveries: Object.fromEntries(deliveries),
     deliverySeconds: snap(deliverySeconds),
+    ...threadSnapshot(),
   }
+}
+
+/** The part of a snapshot every thread has, the main thread included. */
+export function threadSnapshot (): Pick<StatsSnapshot, 'thread' | 'heap' | 'sizes'> {
+  return { thread: threadName, heap: threadHeap(), sizes: Object.fromEntries([...sizes].map(([k, f]) => [k, f()])) }
 }

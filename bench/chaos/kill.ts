@@ -21,7 +21,8 @@ export async function killChaos (o: KillOptions): Promise<Record<string, number>
     const accounts = await seedAccounts(svc, 6, 1_000_000, 'kill')
     let running = true
     const acked = new Map<string, { kind: string; key: string }>() // job id -> what, whose
-    const figures = { requests: 0, created: 0, replayed: 0, retried: 0, cancelled: 0, timeouts_504: 0, conflicts: 0 }
+    const figures = { requests: 0, created: 0, replayed: 0, retried: 0, cancelled: 0, cancel_unacknowledged: 0, timeouts_504: 0, conflicts: 0 }
+    const cancelAcked: string[] = [] // DELETE answered 200: must be cancelled whatever the kills did
     const kinds = ['ok', 'ok', 'fail', 'queue', 'timeout'] as const
     const worker = async (w: number) => {
       const a = accounts[w % accounts.length]
@@ -44,7 +45,7 @@ export async function killChaos (o: KillOptions): Promise<Record<string, number>
           if (r.status === 201) figures.created++; else figures.replayed++
           if (kind === 'queue') {
             const d = await call(svc.url, 'DELETE', `/v1/jobs/${r.body.id}`, { key: a.key, capMs: 30_000 })
-            if (d.status === 200) figures.cancelled++
+            if (d.status === 200) { figures.cancelled++; cancelAcked.push(r.body.id) } else figures.cancel_unacknowledged++
           }
         } else if (r.status === 504) {
           figures.timeouts_504++
@@ -64,10 +65,21 @@ export async function killChaos (o: KillOptions): Promise<Record<string, number>
     await sleep(1000)
     running = false
     await Promise.all(load)
+    // A cancel answered 200 survives every kill (the cancellation was committed before the answer).
+    const [{ lost }] = await db.sql<{ lost: number }[]>`SELECT count(*)::int AS lost FROM jobs WHERE id = ANY(${cancelAcked}) AND status <> 'cancelled'`
     // [sim:queue] jobs whose DELETE met a kill are still queued (they wait for capacity that
-    // never comes): counted, then cancelled as their client would.
+    // never comes, and a queued job's deadline only runs once a provider has it, DESIGN.md 5):
+    // counted, then cancelled again as their client would; each must be cancelled now.
     const [{ q }] = await db.sql<{ q: number }[]>`SELECT count(*)::int AS q FROM jobs WHERE status = 'queued' AND deadline_at < now()`
-    for (const [id, j] of acked) if (j.kind === 'queue') await call(svc.url, 'DELETE', `/v1/jobs/${id}`, { key: j.key, capMs: 30_000 })
+    let cancelAgainFailed = 0
+    for (const [id, j] of acked) {
+      if (j.kind !== 'queue') continue
+      const d = await call(svc.url, 'DELETE', `/v1/jobs/${id}`, { key: j.key, capMs: 30_000 })
+      // 409 CANNOT_CANCEL: already over (cancelled earlier); a job left running is counted below.
+      if (d.status !== 200 && d.status !== 409) cancelAgainFailed++
+    }
+    const [{ notCancelled }] = await db.sql<{ notCancelled: number }[]>`
+      SELECT count(*)::int AS "notCancelled" FROM jobs WHERE id = ANY(${[...acked].filter(([, j]) => j.kind === 'queue').map(([id]) => id)}) AND status IN ('queued', 'submitted', 'processing')`
     const deadlineWait = Date.now() + 20_000
     let inv = await invariants(db.sql)
     while (inv.stuck_past_deadline > 0 && Date.now() < deadlineWait) { await sleep(500); inv = await invariants(db.sql) }
@@ -79,10 +91,12 @@ export async function killChaos (o: KillOptions): Promise<Record<string, number>
     const [{ n }] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM jobs WHERE id = ANY(${ids})`
     const [{ d }] = await db.sql<{ d: number }[]>`SELECT count(*)::int AS d FROM (SELECT account_id, idempotency_key FROM jobs WHERE idempotency_key IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1) x`
     const out = {
-      kills, queued_past_deadline_before_cancel: q, acknowledged: ids.length, acknowledged_lost: ids.length - n, idempotency_key_two_jobs: d,
+      kills, queued_past_deadline_before_cancel: q,
+      cancel_acknowledged_lost: lost, cancel_again_failed: cancelAgainFailed, queue_jobs_left_running: notCancelled,
+      acknowledged: ids.length, acknowledged_lost: ids.length - n, idempotency_key_two_jobs: d,
       ...figures, ...inv
     }
-    return { ...out, violations: violationsOf(inv) + out.acknowledged_lost + d }
+    return { ...out, violations: violationsOf(inv) + out.acknowledged_lost + d + lost + notCancelled + cancelAgainFailed }
   } finally {
     await svc.stop().catch(() => {})
     await db.drop().catch(() => {})

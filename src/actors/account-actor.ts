@@ -33,6 +33,9 @@ export class AccountActor {
   readonly live: LiveJobs
   private readonly idem = new Map<string, IdemEntry>()
   readonly batchIdem = new Map<string, Promise<BatchView>>()
+  /** Eviction bookkeeping (eviction.ts): messages not answered yet, last use. */
+  busy = 0
+  usedAt = 0
 
   constructor (readonly id: number, readonly deps: ActorDeps) {
     this.slots = new KeySlots(id, deps.inflight, (msg, extra) => this.log(msg, extra))

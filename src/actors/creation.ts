@@ -38,8 +38,11 @@ export interface ActorDeps {
   multiNode: boolean
   /** Per-key in-flight slots shared by every node (REDIS_URL set), else null. */
   inflight: RedisInFlight | null
-  /** Jobs whose progress changed in memory since it was last written (flushed by the shard). */
-  progress: Map<string, JobRow>
+  /**
+   * Jobs whose progress changed in memory since it was last written, with the time of the
+   * first unwritten change (flushed by the shard once that is a flush interval old).
+   */
+  progress: Map<string, { row: JobRow; since: number }>
   emit: (ev: ShardEvent) => void
   log: (level: 'info' | 'warn' | 'error', msg: string, extra?: Record<string, unknown>) => void
 }

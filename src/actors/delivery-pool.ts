@@ -1,8 +1,8 @@
-import { Worker } from 'node:worker_threads'
 import { availableParallelism } from 'node:os'
 import type { Config } from '../config.js'
 import type { DeliveryCommand, DeliveryInit, DeliveryReport } from './delivery-worker.js'
-import { DELIVERY_TIMEOUT_MS } from './delivery.js'
+import { CLAIM_LEASE_S, DELIVERY_TIMEOUT_MS } from './delivery.js'
+import { ManagedWorker } from './worker-lifecycle.js'
 import type { StatsSnapshot } from '../worker-stats.js'
 
 export interface DeliveryPoolOptions {
@@ -14,11 +14,12 @@ export interface DeliveryPoolOptions {
   maxWorkers?: number
   /** An extra worker is stopped after the backlog has been shallow this long (ms). */
   idleRetireMs?: number
+  /** Claim lease in seconds (default CLAIM_LEASE_S; tests shorten it to see a crashed worker's rows come back). */
+  leaseSeconds?: number
 }
 
 interface Slot {
-  worker: Worker
-  ready: Promise<void>
+  worker: ManagedWorker<DeliveryReport>
   /** Its last claim filled the limit: more rows are due than it can hold. */
   deep: boolean
   /** The first worker: always running, restarted if it dies. Extra workers are not. */
@@ -26,6 +27,8 @@ interface Slot {
   stopping: boolean
   /** Set once it is being stopped: settles when it has ended. */
   stopped?: Promise<void>
+  /** Called when the worker reports `stopped` or ends. */
+  onStopped?: () => void
 }
 
 /**
@@ -34,8 +37,9 @@ interface Slot {
  * another is started, up to `maxWorkers`, and extra workers are stopped once no worker has
  * reported a deep backlog for `idleRetireMs` (issue 13). Workers claim with a lease and SKIP
  * LOCKED, exactly as pools of different nodes do, so no delivery is held by two of them at
- * once. A worker holds no state that is not in PostgreSQL: a crashed primary is restarted, and
- * the rows any worker had claimed come back when their lease expires.
+ * once. Each worker's start, restart and drain is the shared ManagedWorker lifecycle (issue
+ * 12): it holds no state that is not in PostgreSQL, so a crashed primary is restarted, and the
+ * rows any worker had claimed come back when their lease expires.
  */
 export class DeliveryPool {
   private readonly slots: Slot[] = []
@@ -44,8 +48,7 @@ export class DeliveryPool {
   private readonly idleRetireMs: number
   private lastDeepAt = 0
   private readonly retireTimer: NodeJS.Timeout
-  /** Restarts so far (observability and tests). */
-  restarts = 0
+  private readonly primary: Slot
   /** Extra workers started so far (observability and tests). */
   scaleUps = 0
   private statsSeq = 0
@@ -54,7 +57,7 @@ export class DeliveryPool {
   constructor (private readonly opts: DeliveryPoolOptions) {
     this.maxWorkers = Math.max(1, opts.maxWorkers ?? Math.max(2, availableParallelism()))
     this.idleRetireMs = opts.idleRetireMs ?? 10_000
-    this.slots.push(this.spawn(true))
+    this.primary = this.spawn(true)
     this.retireTimer = setInterval(() => this.retire(), Math.max(100, Math.min(5000, this.idleRetireMs / 2)))
     this.retireTimer.unref()
   }
@@ -62,8 +65,11 @@ export class DeliveryPool {
   /** Workers running now. */
   get workers (): number { return this.slots.filter(s => !s.stopping).length }
 
+  /** Restarts of the primary worker so far (observability and tests). */
+  get restarts (): number { return this.primary.worker.restarts }
+
   /** Resolves once the primary worker is connected and its first claim is under way. */
-  ready (): Promise<void> { return this.slots[0].ready }
+  ready (): Promise<void> { return this.primary.worker.ready }
 
   /**
    * Each running worker's measurements for /metrics (src/metrics.ts); a worker that does not
@@ -76,56 +82,53 @@ export class DeliveryPool {
       const id = ++this.statsSeq
       const timer = setTimeout(() => { this.statsWaiters.delete(id); resolve(null) }, timeoutMs)
       this.statsWaiters.set(id, (snap) => { clearTimeout(timer); this.statsWaiters.delete(id); resolve(snap) })
-      s.worker.postMessage({ type: 'stats', id } satisfies DeliveryCommand)
+      s.worker.post({ type: 'stats', id } satisfies DeliveryCommand)
     })))
     return all.filter((x): x is StatsSnapshot => x !== null)
   }
 
-  /** Claim now instead of at the next poll (the workers also LISTEN for new outbox rows). */
-  wake (): void { for (const s of this.slots) this.send(s, { type: 'wake' }) }
-
-  private send (s: Slot, m: DeliveryCommand): void {
-    if (!this.closing && !s.stopping) s.worker.postMessage(m)
+  private spawn (primary: boolean): Slot {
+    const init: DeliveryInit = {
+      databaseUrl: this.opts.databaseUrl, config: this.opts.config, version: this.opts.version,
+      leaseSeconds: this.opts.leaseSeconds ?? CLAIM_LEASE_S,
+    }
+    const slot = { deep: false, primary, stopping: false } as Slot
+    slot.worker = new ManagedWorker<DeliveryReport>({
+      url: new URL('./delivery-worker.js', import.meta.url),
+      data: () => init,
+      name: primary ? 'webhook delivery worker' : 'extra webhook delivery worker',
+      restart: primary,
+      onMessage: (m, ready) => {
+        if (m.type === 'ready') ready()
+        else if (m.type === 'stopped') slot.onStopped?.()
+        else if (m.type === 'stats') this.statsWaiters.get(m.id)?.(m.stats)
+        else if (m.type === 'backlog') {
+          slot.deep = m.deep
+          if (m.deep) { this.lastDeepAt = Date.now(); this.scaleUp() }
+        }
+      },
+      onExit: () => {
+        slot.deep = false
+        slot.onStopped?.()
+        // A primary is restarted in place (same slot); an extra one is gone for good.
+        if (!primary || this.closing || slot.stopping) this.remove(slot)
+      },
+      onLog: this.opts.onLog,
+    })
+    this.slots.push(slot)
+    return slot
   }
 
-  private spawn (primary: boolean): Slot {
-    const init: DeliveryInit = { databaseUrl: this.opts.databaseUrl, config: this.opts.config, version: this.opts.version }
-    const worker = new Worker(new URL('./delivery-worker.js', import.meta.url), { workerData: init })
-    let markReady: () => void = () => {}
-    let failReady: (e: Error) => void = () => {}
-    const ready = new Promise<void>((resolve, reject) => { markReady = resolve; failReady = reject })
-    ready.catch(() => {})
-    const slot: Slot = { worker, ready, deep: false, primary, stopping: false }
-    worker.on('message', (m: DeliveryReport) => {
-      if (m.type === 'ready') markReady()
-      else if (m.type === 'stats') this.statsWaiters.get(m.id)?.(m.stats)
-      else if (m.type === 'backlog') {
-        slot.deep = m.deep
-        if (m.deep) { this.lastDeepAt = Date.now(); this.scaleUp() }
-      }
-    })
-    worker.on('error', (err) => {
-      this.opts.onLog?.('error', `webhook delivery worker crashed: ${err?.stack ?? err}`)
-      failReady(err)
-    })
-    worker.on('exit', (code) => {
-      failReady(new Error(`webhook delivery worker exited with code ${code}`))
-      const i = this.slots.indexOf(slot)
-      if (i >= 0) this.slots.splice(i, 1)
-      if (this.closing || slot.stopping) return
-      if (!primary) { this.opts.onLog?.('warn', `extra webhook delivery worker exited with code ${code}`); return }
-      this.opts.onLog?.('warn', `webhook delivery worker exited with code ${code}; restarting`)
-      this.restarts++
-      this.slots.unshift(this.spawn(true))
-    })
-    return slot
+  private remove (slot: Slot): void {
+    const i = this.slots.indexOf(slot)
+    if (i >= 0) this.slots.splice(i, 1)
   }
 
   /** A worker reports more due rows than it can hold: start one more, up to maxWorkers. */
   private scaleUp (): void {
     if (this.closing || this.workers >= this.maxWorkers) return
     this.scaleUps++
-    this.slots.push(this.spawn(false))
+    this.spawn(false)
   }
 
   /** Stops one extra worker once no worker has seen a deep backlog for idleRetireMs. */
@@ -140,23 +143,23 @@ export class DeliveryPool {
   }
 
   /**
-   * Stops claiming, lets requests in flight finish for up to `graceMs` (then abandons them and
-   * releases their claims for another worker or node), and ends the worker.
+   * Drains one worker through its lifecycle: it stops claiming, lets requests in flight finish
+   * for up to `graceMs` (then abandons them and releases their claims for another worker or
+   * node), reports `stopped`, and is terminated (at the latest 5 s after the grace period).
    */
   private async stopSlot (s: Slot, graceMs: number): Promise<void> {
     s.stopping = true
     s.deep = false
-    const w = s.worker
-    const stopped = new Promise<void>(resolve => {
-      w.on('message', (m: DeliveryReport) => { if (m.type === 'stopped') resolve() })
-      w.once('exit', () => resolve())
+    const drain = () => new Promise<void>(resolve => {
+      s.onStopped = resolve
+      s.worker.post({ type: 'stop', graceMs } satisfies DeliveryCommand)
     })
-    w.postMessage({ type: 'stop', graceMs } satisfies DeliveryCommand)
-    let timer: NodeJS.Timeout | undefined
-    await Promise.race([stopped, new Promise<void>(resolve => { timer = setTimeout(resolve, graceMs + 5000) })])
-    clearTimeout(timer)
-    await w.terminate()
+    await s.worker.close(drain, graceMs + 5000)
+    this.remove(s)
   }
+
+  /** Test hook: ends the primary worker as a crash would (it is restarted). */
+  async crash (): Promise<void> { await this.primary.worker.crash() }
 
   /** Graceful stop of every worker (see stopSlot). */
   async close (graceMs = 3000): Promise<void> {

@@ -5,7 +5,7 @@
  * connector and the registration-time resolver), so all of it is unit-tested without a network.
  * The loop that uses them is src/actors/delivery-worker.ts.
  */
-import { createHmac } from 'node:crypto'
+import { createHmac, createSecretKey, type KeyObject } from 'node:crypto'
 import { lookup as dnsLookup } from 'node:dns/promises'
 import type { LookupAddress } from 'node:dns'
 import type { LookupFunction, Socket } from 'node:net'
@@ -20,10 +20,6 @@ export const MAX_ATTEMPTS = RETRY_SCHEDULE_S.length + 1
 export const DELIVERY_TIMEOUT_MS = 10_000
 /** How long a claimed row is ours; longer than any attempt, so only a dead node's rows expire. */
 export const CLAIM_LEASE_S = 60
-/** Receivers reject signatures older than this (SPEC.md 6.1, 8). */
-export const SIGNATURE_TOLERANCE_S = 300
-
-export type WebhookEventType = 'job.completed' | 'job.failed'
 
 /**
  * `X-Service-Signature: t=<unix seconds>,sha256=<hex>`, the hex being HMAC-SHA256 keyed with
@@ -34,19 +30,44 @@ export function signatureHeader (secret: string, body: string, t: number): strin
   return `t=${t},sha256=${hmacHex(secret, `${t}.${body}`)}`
 }
 
+/** Secrets as key objects, made once per secret instead of once per attempt (issue 13). */
+const hmacKeys = new Map<string, KeyObject>()
+
 function hmacHex (secret: string, data: string): string {
-  return createHmac('sha256', secret).update(data, 'utf8').digest('hex')
+  let key = hmacKeys.get(secret)
+  if (key === undefined) {
+    if (hmacKeys.size >= 10_000) hmacKeys.clear()
+    key = createSecretKey(Buffer.from(secret, 'utf8'))
+    hmacKeys.set(secret, key)
+  }
+  return createHmac('sha256', key).update(data, 'utf8').digest('hex')
 }
 
-/** The headers of one attempt (DESIGN.md 7). The delivery id is the receivers' dedupe key. */
+/** The headers of one attempt (DESIGN.md 7), as an object (deliveryHeaderList's pairs). */
 export function deliveryHeaders (d: { id: string; event: string; secret: string; body: string }, t: number, userAgent: string): Record<string, string> {
-  return {
-    'content-type': 'application/json',
-    'user-agent': userAgent,
-    'x-service-event': d.event,
-    'x-service-delivery': d.id,
-    'x-service-signature': signatureHeader(d.secret, d.body, t),
-  }
+  const list = deliveryHeaderList(d, t, userAgent, null)
+  const h: Record<string, string> = {}
+  for (let i = 0; i < list.length; i += 2) h[list[i]] = list[i + 1]
+  return h
+}
+
+/**
+ * The headers of one attempt (DESIGN.md 7) as undici's flat [name, value, ...] list (no object
+ * per attempt), with `authorization` when the URL carried credentials. The delivery id is the
+ * receivers' dedupe key.
+ */
+export function deliveryHeaderList (
+  d: { id: string; event: string; secret: string; body: string }, t: number, userAgent: string, auth: string | null,
+): string[] {
+  const h = [
+    'content-type', 'application/json',
+    'user-agent', userAgent,
+    'x-service-event', d.event,
+    'x-service-delivery', d.id,
+    'x-service-signature', signatureHeader(d.secret, d.body, t),
+  ]
+  if (auth !== null) h.push('authorization', auth)
+  return h
 }
 
 /**

@@ -1,5 +1,5 @@
 import { isDbUnavailable, type Sql, type Tx } from '../db/connect.js'
-import { chargeAndInsertJobs, type NewJob } from '../db/jobs.js'
+import { chargeAndInsertJobs, updateJobProgress, updateJobsProgress, type NewJob, type Transition } from '../db/jobs.js'
 import { completeJob, completeJobs, createJob, type Completion, type History, type VideoMedia } from '../db/ledger.js'
 import type { JobRow } from '../jobs/view.js'
 import { observeCommit } from '../worker-stats.js'
@@ -61,6 +61,15 @@ export class GroupCommit {
     return this.run(plain ? Object.assign(alone, { completion: c }) : alone)
   }
 
+  /**
+   * A non-terminal status change without upstream history (updateJobProgress); a batch's
+   * transitions are written together (updateJobsProgress: one UPDATE).
+   */
+  transition (t: Transition): Promise<void> {
+    const alone = (tx: Tx) => updateJobProgress(tx, t.id, t.status, t.progress, null, t.at)
+    return this.run(Object.assign(alone, { transition: t }))
+  }
+
   /** Resolves once everything queued so far is committed (or failed). */
   async idle (): Promise<void> {
     while (this.inFlight !== null) await this.inFlight
@@ -98,6 +107,7 @@ export class GroupCommit {
         // retry below would apply them a second time.
         const together = await this.createTogether(tx, batch)
         await this.completeTogether(tx, batch, together)
+        await this.transitionTogether(tx, batch, together)
         const settled = await Promise.allSettled(batch.map((i, n) => together[n] ?? i.work(tx)))
         const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected')
         if (failed) throw failed.reason
@@ -154,5 +164,15 @@ export class GroupCommit {
     const done = await completeJobs(tx, items)
     this.stats.together += items.length
     idx.forEach((n, k) => { out[n] = Promise.resolve(done.has(items[k].row.id)) })
+  }
+
+  /** The batch's transitions as one UPDATE; fills `out` for them. */
+  private async transitionTogether (tx: Tx, batch: Item[], out: Array<Promise<unknown> | undefined>): Promise<void> {
+    const idx: number[] = []
+    for (let n = 0; n < batch.length; n++) if ((batch[n].work as { transition?: Transition }).transition) idx.push(n)
+    if (idx.length < 2) return
+    await updateJobsProgress(tx, idx.map(n => (batch[n].work as unknown as { transition: Transition }).transition))
+    this.stats.together += idx.length
+    for (const n of idx) out[n] = Promise.resolve()
   }
 }

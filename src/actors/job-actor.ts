@@ -180,7 +180,9 @@ export class JobActor {
       source = 'callback'
     } else {
       try {
-        st = await this.route.provider.status(this.handle, this.pj, AbortSignal.timeout(30_000))
+        // The in-process simulated provider needs no timeout (one timer less per poll).
+        const provider = this.route.provider
+        st = await provider.status(this.handle, this.pj, provider.simulated ? undefined : AbortSignal.timeout(30_000))
         this.errors = 0
       } catch (err) {
         // Timeouts, 5xx, 429 on status keep the job running (issue 11 point 5).
@@ -199,7 +201,8 @@ export class JobActor {
   /** One upstream state, from a poll or a verified callback: the same transition either way. */
   private async apply (st: UpstreamState, source: 'poll' | 'callback'): Promise<void> {
     const label = st.state === 'running' ? `running ${st.progress ?? ''}`.trim() : st.state
-    const changed = label !== this.lastState
+    // History is only built for routes that keep it (the implicit simulated route does not).
+    const changed = label !== this.lastState && this.route.recordsHistory
     const events = changed ? [this.ev(source, st.state, st.state === 'running' && st.progress !== undefined ? { progress: st.progress } : undefined)] : []
     switch (st.state) {
       case 'queued':

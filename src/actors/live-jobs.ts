@@ -124,21 +124,37 @@ export class LiveJobs implements JobHost {
   }
 
   progress (job: JobActor, status: JobStatus, progress: number, events: UpstreamEvent[] = []): Promise<void> {
+    const r = job.row
+    const ev = job.route.recordsHistory ? events : []
+    if (status === r.status && ev.length === 0) {
+      // A progress tick changes only this job's memory (written by the shard's flush): it needs
+      // no turn in the account's mailbox (the job's own ticks never overlap, and every other
+      // change of the job checks `terminal` in the mailbox).
+      if (!job.terminal) this.tickProgress(job, progress)
+      return Promise.resolve()
+    }
     return this.a.mailbox.post(async () => {
       if (job.terminal) return
-      const r = job.row
       const at = new Date()
-      const ev = job.route.recordsHistory ? events : []
-      if (status !== r.status || ev.length > 0) {
+      if (ev.length === 0) await this.a.deps.commit.transition({ id: job.id, status, progress, at })
+      else {
         await this.a.deps.commit.run(async (tx) => {
           await updateJobProgress(tx, job.id, status, progress, null, at)
-          if (ev.length) await appendEvents(tx, ev)
+          await appendEvents(tx, ev)
         })
-        this.a.deps.progress.delete(job.id)
-      } else this.a.deps.progress.set(job.id, r)
+      }
+      this.a.deps.progress.delete(job.id)
       Object.assign(r, { status, progress, updated_at: at })
       this.emit(r)
     })
+  }
+
+  private tickProgress (job: JobActor, progress: number): void {
+    const r = job.row
+    if (!this.a.deps.progress.has(job.id)) this.a.deps.progress.set(job.id, { row: r, since: Date.now() })
+    r.progress = progress
+    r.updated_at = new Date()
+    this.emit(r)
   }
 
   /** A queued job (or one whose creation timed out) handed to its provider. */

@@ -80,6 +80,9 @@ export interface Batch {
   ev?: ShardEvent[]
 }
 
+/** From the main thread to a shard: a front-end thread's channel to it (src/frontend/pool.ts). */
+export interface ShardAttach { attach: import('node:worker_threads').MessagePort }
+
 /** What a shard worker is started with. */
 export interface ShardInit {
   shard: number

@@ -1,12 +1,26 @@
-import { ApiError, errorFromWire } from '../errors.js'
+import { ApiError } from '../errors.js'
+import { PendingAsks } from './pending-asks.js'
 import type { Config } from '../config.js'
 import { BatchedPort } from './port.js'
 import { ManagedWorker } from './worker-lifecycle.js'
-import type { Batch, ShardEvent, ShardInit, ShardMsg, ShardReply, ShardRequests, ShardTag } from './protocol.js'
+import type { MessagePort } from 'node:worker_threads'
+import type { Batch, ShardAttach, ShardEvent, ShardInit, ShardMsg, ShardRequests, ShardTag } from './protocol.js'
 
-interface Pending { resolve: (v: ShardReply) => void; reject: (e: Error) => void; deadline: number; shard: number }
 
 interface Slot { worker: ManagedWorker<Batch>; port: BatchedPort }
+
+/** What route handlers use of the shards: the pool on the main thread, a ShardClient on other front-end threads. */
+export interface Shards {
+  readonly size: number
+  readonly restarts: number
+  ready (): Promise<void>
+  shardOf (accountId: number): number
+  ask<K extends ShardTag> (accountId: number, msg: { type: K } & ShardRequests[K]['req'], timeoutMs?: number): Promise<ShardRequests[K]['res']>
+  askShard<K extends ShardTag> (shard: number, msg: { type: K } & ShardRequests[K]['req'], timeoutMs?: number): Promise<ShardRequests[K]['res']>
+  stats (): Promise<Array<ShardRequests['shard.stats']['res']>>
+  crash (shard: number): Promise<void>
+  close (): Promise<void>
+}
 
 export interface ShardPoolOptions {
   shards: number
@@ -26,10 +40,9 @@ export interface ShardPoolOptions {
  * shard `a mod N`. `ask` pairs a request with its reply; a dead worker's pending asks fail
  * with INTERNAL_ERROR and the worker is restarted (its actors recover from PostgreSQL).
  */
-export class ShardPool {
+export class ShardPool implements Shards {
   private readonly slots: Slot[] = []
-  private readonly pending = new Map<number, Pending>()
-  private nextId = 1
+  private readonly pending = new PendingAsks()
   private closing = false
   private readonly sweep: NodeJS.Timeout
   readonly size: number
@@ -38,7 +51,7 @@ export class ShardPool {
     this.size = opts.shards
     for (let i = 0; i < opts.shards; i++) this.slots.push(this.spawn(i))
     // One timer for every ask's deadline instead of a timer per ask.
-    this.sweep = setInterval(() => this.expire(), 200)
+    this.sweep = setInterval(() => this.pending.expire(), 200)
     this.sweep.unref()
   }
 
@@ -56,9 +69,8 @@ export class ShardPool {
 
   askShard<K extends ShardTag> (shard: number, msg: { type: K } & ShardRequests[K]['req'], timeoutMs = this.opts.timeoutMs ?? 10000): Promise<ShardRequests[K]['res']> {
     if (this.closing) return Promise.reject(new ApiError('SERVICE_UNAVAILABLE', 'Service is shutting down'))
-    const id = this.nextId++
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject, deadline: Date.now() + timeoutMs, shard })
+      const id = this.pending.add(shard, timeoutMs, resolve, reject)
       this.slots[shard].port.request({ id, msg: msg as ShardMsg })
     })
   }
@@ -70,15 +82,7 @@ export class ShardPool {
       data: () => init,
       name: `shard ${shard}`,
       onMessage: (b, ready) => {
-        if (b.rep) {
-          for (const r of b.rep) {
-            const p = this.pending.get(r.id)
-            if (!p) continue
-            this.pending.delete(r.id)
-            if (r.ok) p.resolve(r.value)
-            else p.reject(errorFromWire(r.code, r.message, r.extra))
-          }
-        }
+        if (b.rep) this.pending.settle(b.rep)
         if (b.ev) {
           for (const ev of b.ev) {
             if (ev.type === 'shard.ready') ready()
@@ -86,28 +90,11 @@ export class ShardPool {
           }
         }
       },
-      onExit: () => this.failPending(shard, `shard ${shard} exited`),
+      onExit: () => this.pending.failShard(shard, `shard ${shard} exited`),
       onRestart: () => this.opts.onRestart?.(shard, this.size),
       onLog: this.opts.onLog,
     })
     return { worker, port: new BatchedPort({ postMessage: (v) => worker.post(v) }) }
-  }
-
-  private failPending (shard: number, why: string): void {
-    for (const [id, p] of this.pending) {
-      if (p.shard !== shard) continue
-      this.pending.delete(id)
-      p.reject(new ApiError('INTERNAL_ERROR', `Internal error (${why}); safe to retry with the same Idempotency-Key`))
-    }
-  }
-
-  private expire (): void {
-    const now = Date.now()
-    for (const [id, p] of this.pending) {
-      if (p.deadline > now) continue
-      this.pending.delete(id)
-      p.reject(new ApiError('INTERNAL_ERROR', 'Internal error (shard did not answer in time); safe to retry'))
-    }
   }
 
   /** Every shard's measurements for /metrics (src/metrics.ts); a shard that does not answer in 1 s is left out. */
@@ -115,6 +102,9 @@ export class ShardPool {
     const all = await Promise.all(this.slots.map((_, i) => this.askShard(i, { type: 'shard.stats' }, 1000).catch(() => null)))
     return all.filter((s): s is ShardRequests['shard.stats']['res'] => s !== null)
   }
+
+  /** Hands `port` to shard `shard` (a front-end thread's channel to it; src/frontend/pool.ts). */
+  attach (shard: number, port: MessagePort): void { this.slots[shard].worker.worker.postMessage({ attach: port } satisfies ShardAttach, [port]) }
 
   /** Test hook: kills one worker as a crash would. */
   async crash (shard: number): Promise<void> { await this.slots[shard].worker.crash() }
@@ -127,6 +117,6 @@ export class ShardPool {
     }))
     this.closing = true
     clearInterval(this.sweep)
-    for (let i = 0; i < this.slots.length; i++) this.failPending(i, 'shutting down')
+    for (let i = 0; i < this.slots.length; i++) this.pending.failShard(i, 'shutting down')
   }
 }

@@ -1,4 +1,4 @@
-import { parentPort, workerData } from 'node:worker_threads'
+import { parentPort, workerData, type MessagePort } from 'node:worker_threads'
 import { createLogger } from '../log.js'
 import { ApiError } from '../errors.js'
 import { connect, containDriverFaults, DbHealth, dbUnavailable, isDbUnavailable } from '../db/connect.js'
@@ -7,11 +7,12 @@ import type { JobRow } from '../jobs/view.js'
 import { Providers } from '../providers/registry.js'
 import { createStorage } from '../storage/index.js'
 import { AccountActor, type ActorDeps } from './account-actor.js'
+import { ActorTable } from './eviction.js'
 import { GroupCommit } from './group-commit.js'
 import { RedisInFlight } from './inflight.js'
-import { snapshotStats, trackMailboxes } from '../worker-stats.js'
+import { nameThread, snapshotStats, trackMailboxes, trackSize } from '../worker-stats.js'
 import { BatchedPort } from './port.js'
-import type { Batch, Envelope, ShardHandlers, ShardInit, ShardMsg, ShardReply } from './protocol.js'
+import type { Batch, Envelope, ShardAttach, ShardHandlers, ShardInit, ShardMsg, ShardReply } from './protocol.js'
 import { specOfOrder } from '../jobs/spec.js'
 
 /**
@@ -31,7 +32,6 @@ const sql = connect(init.databaseUrl, { max: 4, stallMs: config.dbStallTimeoutMs
 const probeSql = connect(init.databaseUrl, { max: 1, stallMs: config.dbStallTimeoutMs })
 const health = new DbHealth(() => probeSql`SELECT 1`, 250, (up) => log.warn(up ? 'database reachable again' : 'database unreachable'))
 const commit = new GroupCommit(sql)
-const accounts = new Map<number, AccountActor>()
 const port = new BatchedPort(parentPort!)
 const storage = await createStorage(config)
 const deps: ActorDeps = {
@@ -47,30 +47,39 @@ const deps: ActorDeps = {
   nodeId: init.nodeId,
   multiNode: config.redisUrl !== undefined,
   inflight: config.redisUrl !== undefined ? new RedisInFlight(config.redisUrl, config.redisPrefix, LEASE_MS) : null,
-  progress: new Map<string, JobRow>(),
+  progress: new Map<string, { row: JobRow; since: number }>(),
   emit: (ev) => port.event(ev),
   log: (level, msg, extra) => log[level](extra ?? {}, msg),
 }
 
 trackMailboxes(() => { let n = 0; for (const a of accounts.values()) n += a.mailbox.size; return n })
+nameThread(`shard-${init.shard}`)
+trackSize('account_actors', () => accounts.size)
+trackSize('live_jobs', () => { let n = 0; for (const a of accounts.values()) n += a.jobs.size; return n })
+trackSize('progress_pending', () => deps.progress.size)
 
-function account (id: number): AccountActor {
+// Idle actors are dropped after ACTOR_IDLE_S and rebuilt cold on next use (eviction.ts).
+const accounts = new ActorTable((id) => new AccountActor(id, deps), config.actorIdleS * 1000)
+accounts.start()
+trackSize('actors_evicted', () => accounts.evicted)
+
+function checkShard (id: number): void {
   if (!Number.isSafeInteger(id) || id <= 0 || id % init.shards !== init.shard) throw new ApiError('INTERNAL_ERROR', `account ${id} routed to the wrong shard`)
-  let a = accounts.get(id)
-  if (!a) { a = new AccountActor(id, deps); accounts.set(id, a) }
-  return a
 }
+function account (id: number): AccountActor { checkShard(id); return accounts.get(id) }
+/** One message for account `id`: the actor stays until it is answered. */
+function on<T> (id: number, fn: (a: AccountActor) => Promise<T>): Promise<T> { checkShard(id); return accounts.use(id, fn) }
 
 const handlers: ShardHandlers = {
-  'account.get': (m) => account(m.accountId).get(),
-  'account.credit': (m) => account(m.accountId).credit(m),
-  'account.reload': (m) => account(m.accountId).reload(),
-  'account.violation': (m) => account(m.accountId).violation(),
+  'account.get': (m) => on(m.accountId, a => a.get()),
+  'account.credit': (m) => on(m.accountId, a => a.credit(m)),
+  'account.reload': (m) => on(m.accountId, a => a.reload()),
+  'account.violation': (m) => on(m.accountId, a => a.violation()),
   // The prompt crossed once, inside the request: the spec is rebuilt from it here.
-  'job.create': (m) => account(m.accountId).createJob({ ...m, spec: specOfOrder(m.spec) }),
-  'job.cancel': (m) => account(m.accountId).live.cancel(m.jobId),
-  'batch.create': (m) => account(m.accountId).createBatch({ ...m, items: m.items.map(i => i.spec ? { ...i, spec: specOfOrder(i.spec) } : { ...i, spec: undefined }) }),
-  'job.callback': (m) => account(m.accountId).live.callback(m.jobId, m.state),
+  'job.create': (m) => on(m.accountId, a => a.createJob({ ...m, spec: specOfOrder(m.spec) })),
+  'job.cancel': (m) => on(m.accountId, a => a.live.cancel(m.jobId)),
+  'batch.create': (m) => on(m.accountId, a => a.createBatch({ ...m, items: m.items.map(i => i.spec ? { ...i, spec: specOfOrder(i.spec) } : { ...i, spec: undefined }) })),
+  'job.callback': (m) => on(m.accountId, a => a.live.callback(m.jobId, m.state)),
   'shard.routes': async () => deps.providers.states(),
   'shard.ping': async () => { await commit.idle(); return { shard: init.shard, actors: accounts.size } },
   'shard.stats': async () => snapshotStats(),
@@ -80,7 +89,7 @@ function handle (msg: ShardMsg): Promise<ShardReply> {
   return (handlers[msg.type] as (m: ShardMsg) => Promise<ShardReply>)(msg)
 }
 
-function dispatch (env: Envelope): void {
+function dispatch (env: Envelope, port: BatchedPort): void {
   let p: Promise<ShardReply>
   try { p = health.guard(handle(env.msg)) } catch (e) { p = Promise.reject(e) }
   p.then(
@@ -98,10 +107,20 @@ function dispatch (env: Envelope): void {
     })
 }
 
-parentPort!.on('message', (data: Batch) => {
-  const b = data
-  if (b.req) for (const env of b.req) dispatch(env)
+parentPort!.on('message', (data: Batch | ShardAttach) => {
+  if ('attach' in data) { attach(data.attach); return }
+  if (data.req) for (const env of data.req) dispatch(env, port)
 })
+
+/**
+ * A front-end thread's own channel to this shard (docs/decisions.md "Front-end threads"):
+ * its requests are answered on the port they came from; events still go to the main thread.
+ */
+function attach (p: MessagePort): void {
+  const out = new BatchedPort(p)
+  p.on('message', (b: Batch) => { if (b.req) for (const env of b.req) dispatch(env, out) })
+  p.on('close', () => p.removeAllListeners())
+}
 
 // Job ownership (DESIGN.md 3 and 4): at start, take back what a previous run of this node left
 // unfinished plus any job whose owner stopped renewing; then keep renewing our leases and
@@ -121,11 +140,25 @@ for (let attempt = 0; ; attempt++) {
     await new Promise(resolve => setTimeout(resolve, ms))
   }
 }
+// A lease taken or renewed less than RENEW_AFTER_MS ago is not written again yet (it still has
+// over 25 s of its 30): a job shorter than that never has its lease renewed (issue 12: one
+// non-HOT UPDATE of the job row less), and a lease is renewed at least every 15 s.
+const RENEW_AFTER_MS = LEASE_MS / 6
 const leaseTimer = setInterval(() => {
   const running = new Map<string, AccountActor>()
-  for (const a of accounts.values()) for (const id of a.jobs.keys()) running.set(id, a)
-  renewLeases(sql, init.nodeId, [...running.keys()])
+  const due: string[] = []
+  const renewBefore = Date.now() + LEASE_MS - RENEW_AFTER_MS
+  for (const a of accounts.values()) {
+    for (const [id, job] of a.jobs) {
+      running.set(id, a)
+      const until = job.row.lease_until
+      if (!until || until.getTime() <= renewBefore) due.push(id)
+    }
+  }
+  const renewedUntil = new Date(Date.now() + LEASE_MS)
+  renewLeases(sql, init.nodeId, [...running.keys()], due)
     .then(async (held) => {
+      for (const id of due) { const job = running.get(id)?.jobs.get(id); if (job && held.has(id)) job.row.lease_until = renewedUntil }
       const slots = []
       for (const [id, a] of running) {
         const job = a.jobs.get(id)
@@ -141,13 +174,22 @@ const leaseTimer = setInterval(() => {
 }, LEASE_MS / 3)
 leaseTimer.unref()
 
-// Progress ticks live in memory and reach GET and SSE as events; the table gets them every
-// PROGRESS_FLUSH_MS in one statement (issue 12 point 4). Transitions are committed at once.
+// Progress ticks live in memory and reach GET and SSE as events; the table gets them in one
+// statement per PROGRESS_FLUSH_MS (issue 12 point 4), for the jobs whose first unwritten change
+// is at least that old: a job that ends (or changes status) sooner never has its progress
+// written separately, and stored progress is at most two intervals behind. Transitions are
+// committed at once.
 const PROGRESS_FLUSH_MS = 3000
 const progressTimer = setInterval(() => {
   if (deps.progress.size === 0) return
-  const rows = [...deps.progress.values()].map(r => ({ id: r.id, progress: r.progress, updated_at: r.updated_at }))
-  deps.progress.clear()
+  const due = Date.now() - PROGRESS_FLUSH_MS
+  const rows = []
+  for (const [id, p] of deps.progress) {
+    if (p.since > due) continue
+    rows.push({ id, progress: p.row.progress, updated_at: p.row.updated_at })
+    deps.progress.delete(id)
+  }
+  if (rows.length === 0) return
   saveProgress(sql, rows).catch((err) => { health.report(err); log.warn({ err: String(err) }, 'progress flush failed') })
 }, PROGRESS_FLUSH_MS)
 progressTimer.unref()

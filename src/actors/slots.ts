@@ -21,6 +21,8 @@ export class KeySlots {
   ) {}
 
   get shared (): boolean { return this.redis !== null }
+  /** No creation decided and not yet settled (actor eviction, eviction.ts). */
+  get idle (): boolean { return this.pending.size === 0 }
 
   /** Counts from the jobs table (load or reload), plus what is decided but not committed. */
   reset (counts: Map<Key, number>): void {

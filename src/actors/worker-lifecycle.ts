@@ -13,6 +13,8 @@ export interface ManagedWorkerOptions<In> {
   onExit?: (code: number) => void
   /** It was restarted after an unexpected exit. */
   onRestart?: () => void
+  /** Restart after an unexpected exit (default true; a delivery pool's extra worker is not). */
+  restart?: boolean
   onLog?: (level: 'warn' | 'error', msg: string) => void
 }
 
@@ -46,6 +48,7 @@ export class ManagedWorker<In = unknown> {
       if (worker !== this.worker) return
       this.o.onExit?.(code)
       if (this.closing) return
+      if (this.o.restart === false) { this.o.onLog?.('warn', `${this.o.name} exited with code ${code}`); return }
       this.o.onLog?.('warn', `${this.o.name} exited with code ${code}; restarting`)
       this.restarts++
       this.start()

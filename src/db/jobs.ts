@@ -83,6 +83,21 @@ export async function updateJobProgress (tx: Q, id: string, status: JobStatus, p
     WHERE id = ${id} AND status IN ('queued', 'submitted', 'processing')`
 }
 
+/** One non-terminal status change of a batch (updateJobsProgress). */
+export interface Transition { id: string; status: JobStatus; progress: number; at: Date }
+
+/**
+ * Many non-terminal status changes in ONE statement (issue 12 point 4): what updateJobProgress
+ * does for one job, for every transition of a group commit.
+ */
+export async function updateJobsProgress (tx: Q, items: Transition[]): Promise<void> {
+  await tx`
+    UPDATE jobs SET status = v.status, progress = v.progress, updated_at = v.at
+    FROM (SELECT * FROM unnest(${items.map(i => i.id)}::text[], ${items.map(i => i.status)}::text[], ${items.map(i => i.progress)}::int[],
+      ${items.map(i => i.at.toISOString())}::timestamptz[]) AS t(id, status, progress, at)) v
+    WHERE jobs.id = v.id AND jobs.status IN ('queued', 'submitted', 'processing')`
+}
+
 export interface Terminal {
   status: 'completed' | 'failed' | 'cancelled'
   progress: number
@@ -172,13 +187,16 @@ export async function claimJobs (sql: Q, node: string, shard: number, shards: nu
  * Rows another transaction holds right now (a group commit moving them) are skipped, not
  * waited for: waiting made renewal and multi-row commits deadlock (bench job-lifecycle saw
  * "deadlock detected"). A skipped row keeps its lease (3 renewals long) and is renewed next
- * time; whether it is still ours is read without locks.
+ * time; whether it is still ours is read without locks. Only the leases in `due` are written
+ * (the caller leaves out leases taken moments ago); every id in `ids` is checked.
  */
-export async function renewLeases (sql: Q, node: string, ids: string[]): Promise<Set<string>> {
+export async function renewLeases (sql: Q, node: string, ids: string[], due: string[] = ids): Promise<Set<string>> {
   if (ids.length === 0) return new Set()
-  await sql`UPDATE jobs SET lease_until = now() + make_interval(secs => ${LEASE_MS / 1000})
-    WHERE id IN (SELECT id FROM jobs WHERE id = ANY(${ids}::text[]) AND owner = ${node}
+  if (due.length > 0) {
+    await sql`UPDATE jobs SET lease_until = now() + make_interval(secs => ${LEASE_MS / 1000})
+    WHERE id IN (SELECT id FROM jobs WHERE id = ANY(${due}::text[]) AND owner = ${node}
       AND status IN ('queued', 'submitted', 'processing') FOR UPDATE SKIP LOCKED)`
+  }
   const rows = await sql<{ id: string }[]>`SELECT id FROM jobs
     WHERE id = ANY(${ids}::text[]) AND owner = ${node} AND status IN ('queued', 'submitted', 'processing')`
   return new Set(rows.map(r => r.id))

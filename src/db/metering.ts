@@ -71,7 +71,7 @@ export class MeterColumns {
     this.account[i] = account
     this.key[i] = key
     this.ep[i] = ep
-    if (ep < 0) { this.rawMethod[i] = method; this.rawEndpoint[i] = endpoint }
+    if (ep < 0) { this.rawMethod[i] = method; this.rawEndpoint[i] = endpoint } else if (this.endpoints.suffixed[ep]) this.rawEndpoint[i] = endpoint
     this.status[i] = status
     this.credits[i] = credits
     this.latency[i] = latency
@@ -106,7 +106,10 @@ export class MeterColumns {
   }
 
   method (i: number): string { return this.ep[i] < 0 ? this.rawMethod[i]! : this.endpoints.method[this.ep[i]] }
-  endpoint (i: number): string { return this.ep[i] < 0 ? this.rawEndpoint[i]! : this.endpoints.path[this.ep[i]] }
+  endpoint (i: number): string {
+    const ep = this.ep[i]
+    return ep < 0 ? this.rawEndpoint[i]! : this.endpoints.suffixed[ep] ? this.endpoints.path[ep] + this.rawEndpoint[i]! : this.endpoints.path[ep]
+  }
   requestId (i: number): string { return Number.isNaN(this.reqNum[i]) ? this.reqStr[i]! : `req_${this.reqPrefix}${this.reqNum[i].toString(36)}` }
 
   /** True when a row of `accountId` is held. */
@@ -142,22 +145,25 @@ export class EndpointTable {
   readonly path: string[] = []
   /** `METHOD path` as usage_daily.endpoint stores it. */
   readonly label: string[] = []
+  /**
+   * A prefix of requested paths (a route metered by URL, issue 13): a row's endpoint is `path`
+   * followed by its own rawEndpoint string (the path parameter, a string kept anyway).
+   */
+  readonly suffixed: boolean[] = []
   private readonly ids = new Map<string, number>()
 
-  id (method: string, path: string): number {
+  id (method: string, path: string, suffixed = false): number {
     const k = `${method} ${path}`
-    let id = this.ids.get(k)
+    const mapKey = suffixed ? `${k}*` : k
+    let id = this.ids.get(mapKey)
     if (id === undefined) {
       id = this.method.length
-      this.method.push(method); this.path.push(path); this.label.push(k)
-      this.ids.set(k, id)
+      this.method.push(method); this.path.push(path); this.label.push(k); this.suffixed.push(suffixed)
+      this.ids.set(mapKey, id)
     }
     return id
   }
 }
-
-/** Rows per INSERT statement: 5000 x 7 columns stays under PostgreSQL's 65535 parameters. */
-const ROWS_PER_INSERT = 5000
 
 /** COPY text format: backslash, tab, newline and carriage return are escaped; `\N` is NULL. */
 function copyText (v: string | null): string {
@@ -166,7 +172,81 @@ function copyText (v: string | null): string {
 }
 
 interface Group { account_id: number; day: string; endpoint: string; requests: number; errors: number; credits: number; latency_ms_sum: number }
-type Rollup = Map<string, Group>
+
+/**
+ * The per-account daily rollup of one flush, folded without a string per row (issue 13: the
+ * flush runs on the main thread between requests). Each distinct endpoint label of the flush
+ * gets a small number: an interned endpoint's once, a suffixed one's per suffix string (the
+ * same string objects row after row, so their hashes are cached), a raw one's per label.
+ */
+class Rollup {
+  readonly groups: Group[] = []
+  private day = ''
+  private byLabel: Array<Map<number, Group> | undefined> = []
+  private readonly labels: string[] = []
+  /** Per label: `method\tendpoint` escaped for COPY. */
+  readonly text: string[] = []
+  private readonly epLabel: number[] = []
+  private readonly sfxLabel = new Map<number, Map<string, number>>()
+  private readonly byText = new Map<string, number>()
+
+  constructor (private readonly endpoints: EndpointTable) {}
+
+  /** One number per label text: a suffixed row and a raw row may name the same endpoint. */
+  private label (label: string, method: string, endpoint: string): number {
+    let id = this.byText.get(label)
+    if (id === undefined) {
+      id = this.labels.length
+      this.labels.push(label)
+      this.text.push(`${copyText(method)}\t${copyText(endpoint)}`)
+      this.byText.set(label, id)
+    }
+    return id
+  }
+
+  /** The label number of row `i` of `c`. */
+  labelOf (c: MeterColumns, i: number): number {
+    const ep = c.ep[i]
+    const e = this.endpoints
+    if (ep >= 0 && !e.suffixed[ep]) return (this.epLabel[ep] ??= this.label(e.label[ep], e.method[ep], e.path[ep]))
+    const tail = c.rawEndpoint[i]!
+    if (ep >= 0) {
+      let m = this.sfxLabel.get(ep)
+      if (m === undefined) this.sfxLabel.set(ep, m = new Map())
+      let id = m.get(tail)
+      if (id === undefined) m.set(tail, id = this.label(e.label[ep] + tail, e.method[ep], e.path[ep] + tail))
+      return id
+    }
+    const method = c.rawMethod[i]!
+    return this.label(`${method} ${tail}`, method, tail)
+  }
+
+  add (day: string, account: number, label: number, status: number, credits: number, latency: number): void {
+    if (day !== this.day) { this.day = day; this.byLabel = [] }
+    let m = this.byLabel[label]
+    if (m === undefined) this.byLabel[label] = m = new Map()
+    let g = m.get(account)
+    if (g === undefined) {
+      g = { account_id: account, day, endpoint: this.labels[label], requests: 0, errors: 0, credits: 0, latency_ms_sum: 0 }
+      m.set(account, g)
+      this.groups.push(g)
+    }
+    g.requests++
+    if (status >= 400) g.errors++
+    g.credits += credits
+    g.latency_ms_sum += latency
+  }
+}
+
+/**
+ * A latency as COPY text: whole microseconds as `<µs>e-3` (a small integer prints from V8's
+ * number-string cache; a double's shortest form costs far more per row). request_log keeps
+ * latency_ms as `real` anyway; the rollup sums the unrounded values.
+ */
+function latencyText (ms: number): string {
+  const us = Math.round(ms * 1000)
+  return Number.isSafeInteger(us) ? `${us}e-3` : String(ms)
+}
 
 /**
  * One pass over the rows: COPY text in chunks of about 64 KB (~600 rows) for request_log, and
@@ -178,8 +258,6 @@ async function* copyChunks (c: MeterColumns, roll: Rollup): AsyncGenerator<strin
   let lastMs = NaN
   let at = ''
   let day = ''
-  // Interned endpoints are escaped once per flush, not once per row.
-  const epText: string[] = c.endpoints.method.map((m, i) => `${copyText(m)}\t${copyText(c.endpoints.path[i])}`)
   const genPrefix = `req_${c.reqPrefix}`
   for (let i = 0; i < c.length; i++) {
     const ms = c.at[i]
@@ -187,21 +265,11 @@ async function* copyChunks (c: MeterColumns, roll: Rollup): AsyncGenerator<strin
     const acct = c.account[i]
     const key = c.key[i]
     const hasAcct = !Number.isNaN(acct)
-    const ep = c.ep[i]
     const n = c.reqNum[i]
     const rid = Number.isNaN(n) ? copyText(c.reqStr[i]) : genPrefix + n.toString(36)
-    const mp = ep >= 0 ? epText[ep] : `${copyText(c.rawMethod[i])}\t${copyText(c.rawEndpoint[i])}`
-    s += `${at}\t${hasAcct ? acct : '\\N'}\t${Number.isNaN(key) ? '\\N' : key}\t${mp}\t${c.status[i]}\t${c.credits[i]}\t${c.latency[i]}\t${rid}\n`
-    if (hasAcct) {
-      const label = ep >= 0 ? c.endpoints.label[ep] : `${c.rawMethod[i]} ${c.rawEndpoint[i]}`
-      const k = `${acct}|${day}|${label}`
-      let g = roll.get(k)
-      if (!g) { g = { account_id: acct, day, endpoint: label, requests: 0, errors: 0, credits: 0, latency_ms_sum: 0 }; roll.set(k, g) }
-      g.requests++
-      if (c.status[i] >= 400) g.errors++
-      g.credits += c.credits[i]
-      g.latency_ms_sum += c.latency[i]
-    }
+    const label = roll.labelOf(c, i)
+    s += `${at}\t${hasAcct ? acct : '\\N'}\t${Number.isNaN(key) ? '\\N' : key}\t${roll.text[label]}\t${c.status[i]}\t${c.credits[i]}\t${latencyText(c.latency[i])}\t${rid}\n`
+    if (hasAcct) roll.add(day, acct, label, c.status[i], c.credits[i], c.latency[i])
     if (s.length >= 65536) {
       yield s
       s = ''
@@ -218,24 +286,28 @@ async function* copyChunks (c: MeterColumns, roll: Rollup): AsyncGenerator<strin
 export async function writeMeterBatch (sql: Sql, batch: MeterRow[] | MeterColumns): Promise<void> {
   const cols = Array.isArray(batch) ? MeterColumns.fromRows(batch) : batch
   if (cols.length === 0) return
-  const roll: Rollup = new Map()
+  const roll = new Rollup(cols.endpoints)
   await sql.begin(async (tx) => {
     // Every request is a row (SPEC.md 1.5), thousands per second under load: COPY costs a
     // fraction of a multi-row INSERT on both sides (no per-parameter Bind encoding and parsing)
     // and has no parameter limit.
     const copy = await tx`COPY request_log (at, account_id, key_id, method, endpoint, status, credits, latency_ms, request_id) FROM STDIN`.writable()
     await pipeline(Readable.from(copyChunks(cols, roll)), copy)
-    const groups = [...roll.values()]
-    for (let i = 0; i < groups.length; i += ROWS_PER_INSERT) {
-      const g = groups.slice(i, i + ROWS_PER_INSERT)
-      await tx`
-        INSERT INTO usage_daily ${tx(g as any, 'account_id', 'day', 'endpoint', 'requests', 'errors', 'credits', 'latency_ms_sum')}
-        ON CONFLICT (account_id, day, endpoint) DO UPDATE SET
-          requests = usage_daily.requests + excluded.requests,
-          errors = usage_daily.errors + excluded.errors,
-          credits = usage_daily.credits + excluded.credits,
-          latency_ms_sum = usage_daily.latency_ms_sum + excluded.latency_ms_sum`
-    }
+    // The rollup as seven arrays (one parameter each, unnested by PostgreSQL): binding 7
+    // parameters per group cost as much client CPU as building the COPY text of the rows.
+    const g = roll.groups
+    if (g.length === 0) return
+    await tx`
+      INSERT INTO usage_daily (account_id, day, endpoint, requests, errors, credits, latency_ms_sum)
+      SELECT * FROM unnest(
+        ${g.map(x => x.account_id)}::bigint[], ${g.map(x => x.day)}::date[], ${g.map(x => x.endpoint)}::text[],
+        ${g.map(x => x.requests)}::bigint[], ${g.map(x => x.errors)}::bigint[], ${g.map(x => x.credits)}::bigint[],
+        ${g.map(x => x.latency_ms_sum)}::float8[])
+      ON CONFLICT (account_id, day, endpoint) DO UPDATE SET
+        requests = usage_daily.requests + excluded.requests,
+        errors = usage_daily.errors + excluded.errors,
+        credits = usage_daily.credits + excluded.credits,
+        latency_ms_sum = usage_daily.latency_ms_sum + excluded.latency_ms_sum`
   })
 }
 

@@ -49,12 +49,6 @@ export async function getWebhook (sql: Q, accountId: number, id: number): Promis
   return row
 }
 
-export async function countActiveWebhooks (sql: Q, accountId: number): Promise<number> {
-  const [{ n }] = await sql<{ n: number }[]>`
-    SELECT count(*)::int AS n FROM webhooks WHERE account_id = ${accountId} AND active AND deleted_at IS NULL`
-  return n
-}
-
 /**
  * Soft delete (deleted_at) and, in the same transaction, disables the webhook's pending
  * deliveries so nothing more is sent to it. False when no undeleted webhook of the account

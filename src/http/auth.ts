@@ -5,6 +5,7 @@ import { findAccountById } from '../db/accounts.js'
 import { findKeyByHash } from '../db/keys.js'
 import { hashKey, isWellFormedKey, KEY_LENGTH, looksLikeKey } from './api-key.js'
 import { verifySession } from './jwt.js'
+import { ByteLru, stringBytes } from '../util/byte-lru.js'
 import type { Caller, Route, Scope, Tier } from './route.js'
 
 /** A key as the front end caches it: enough to authenticate without PostgreSQL. */
@@ -34,50 +35,65 @@ export function tierOf (a: Pick<AccountFlags, 'enterprise' | 'hasPurchased'>): E
   return a.enterprise ? 'enterprise' : a.hasPurchased ? 'pro' : 'free'
 }
 
-interface Cached<T> { v: T; at: number; reloading?: boolean }
+export interface Cached<T> { v: T; at: number; reloading?: boolean }
 
-const FAST_HASHES = 100_000
+/** Default memory budget of the credential caches (AUTH_CACHE_MB). */
+export const AUTH_CACHE_MB = 64
+
+/**
+ * Estimated heap of one cached entry (issue 15: bounded in bytes). Fixed parts measured once on
+ * Node 20 (heapUsed after gc over 100,000 entries: a key with its record and Caller 389 bytes,
+ * a cached miss 253, an account with a 20-character email 284, a raw key -> hash memo 349),
+ * rounded up, plus CHURN: a Map that keeps evicting holds deleted slots until it rehashes
+ * (test/fixtures/auth-cache-heap.ts measured ~80 bytes an entry more under eviction than
+ * filled once); strings counted at their V8 width (stringBytes).
+ */
+const CHURN = 80
+export const keyEntryBytes = (hash: string, c: Cached<KeyRecord | null>): number =>
+  CHURN + 320 + stringBytes(hash) + (c.v === null ? 0 : 48 + 8 * c.v.scopes.length)
+export const accountEntryBytes = (_id: number, c: Cached<AccountFlags | null>): number => CHURN + 260 + (c.v === null ? 0 : stringBytes(c.v.email))
+export const hashEntryBytes = (key: string, hash: string): number => CHURN + 200 + stringBytes(key) + stringBytes(hash)
 
 /**
  * Resolves credentials (SPEC.md section 5) with a read-through cache: a hot key costs one
  * SHA-256 and two map lookups, no database round trip. Changes made on this node (rotate,
  * revoke, operator PATCH, purchase, password change) invalidate at once; other nodes' changes
  * are seen within `ttlMs` (DESIGN.md section 4; with REDIS_URL invalidations are also published).
+ * Each cache is bounded by a share of a byte budget (keys 1/2, accounts 1/4, key hashes 1/4),
+ * least recently (re)loaded out first: an entry in use is reloaded, and so re-inserted as most
+ * recent, at least every ttlMs / 2, so the order is LRU to within that interval.
  */
-/**
- * Inserts as most recent and drops the oldest entries past `max` (issue 15 point 6: a flood of
- * random keys, each a cached miss, must not grow the process without bound).
- */
-function setBounded<K, V> (map: Map<K, V>, k: K, v: V, max: number): void {
-  map.delete(k)
-  map.set(k, v)
-  while (map.size > max) map.delete(map.keys().next().value as K)
-}
-
 export class Authenticator {
-  private readonly keys = new Map<string, Cached<KeyRecord | null>>()
-  private readonly accounts = new Map<number, Cached<AccountFlags | null>>()
+  private readonly keys: ByteLru<string, Cached<KeyRecord | null>>
+  private readonly accounts: ByteLru<number, Cached<AccountFlags | null>>
   private readonly adminDigest: Buffer
   /**
    * Raw key -> its SHA-256 hex, for keys whose record is cached (the fast path skips the
-   * ~1.5 µs hash). Bounded: cleared whole at FAST_HASHES entries; held only in this process's
-   * memory, like the request that carried the key.
+   * ~1.5 µs hash). Held only in this process's memory, like the request that carried the key.
    */
-  private readonly hashes = new Map<string, string>()
+  private readonly hashes: ByteLru<string, string>
   /** key id -> last use time, flushed with the metering batch. */
   readonly lastUsed = new Map<number, number>()
   onInvalidate: ((kind: 'key' | 'account', id: string) => void) | null = null
+  /** Loaders made once (the fast path allocates no closure per request). */
+  private readonly loadKeyFn = (hash: string) => this.loadKey(hash)
+  private readonly loadAccountFn = (id: number) => this.loadAccount(id)
 
-  /** `maxEntries`: per cache (keys, accounts); ~300 bytes an entry, so ~30 MB each at the default. */
+  /** `budgetBytes`: estimated heap all three caches may hold together (AUTH_CACHE_MB). */
   constructor (
     private readonly sql: Sql, private readonly jwtSecret: string, adminToken: string, private readonly ttlMs = 5000,
-    private readonly maxEntries = 100_000
+    budgetBytes = AUTH_CACHE_MB * 1024 * 1024
   ) {
     this.adminDigest = createHash('sha256').update(adminToken).digest()
+    this.keys = new ByteLru(Math.floor(budgetBytes / 2), keyEntryBytes)
+    this.accounts = new ByteLru(Math.floor(budgetBytes / 4), accountEntryBytes)
+    this.hashes = new ByteLru(Math.floor(budgetBytes / 4), hashEntryBytes)
   }
 
   /** Entries held by the key and account caches (tests, metrics). */
-  get cacheSizes (): { keys: number; accounts: number } { return { keys: this.keys.size, accounts: this.accounts.size } }
+  get cacheSizes (): { keys: number; accounts: number; hashes: number; bytes: number } {
+    return { keys: this.keys.size, accounts: this.accounts.size, hashes: this.hashes.size, bytes: this.keys.bytes + this.accounts.bytes + this.hashes.bytes }
+  }
 
   invalidateKey (hash: string, broadcast = true): void {
     this.keys.delete(hash)
@@ -95,11 +111,11 @@ export class Authenticator {
    * wait for PostgreSQL on it, and no entry older than `ttlMs` is ever used. The reload is
    * dropped if the entry was invalidated or replaced meanwhile (it may predate that change).
    */
-  private fresh<K, V> (map: Map<K, Cached<V>>, k: K, c: Cached<V> | undefined, now: number, load: () => Promise<V>): boolean {
+  private fresh<K, V> (map: ByteLru<K, Cached<V>>, k: K, c: Cached<V> | undefined, now: number, load: (k: K) => Promise<V>): boolean {
     if (!c || now - c.at >= this.ttlMs) return false
     if (now - c.at >= this.ttlMs / 2 && !c.reloading) {
       c.reloading = true
-      load().then((v) => { if (map.get(k) === c && v !== null) map.set(k, { v, at: now }) }, () => {}).finally(() => { c.reloading = false })
+      load(k).then((v) => { if (map.get(k) === c && v !== null) map.set(k, { v, at: now }) }, () => {}).finally(() => { c.reloading = false })
     }
     return true
   }
@@ -107,11 +123,11 @@ export class Authenticator {
   async account (id: number): Promise<AccountFlags | null> {
     const now = Date.now()
     const c = this.accounts.get(id)
-    if (this.fresh(this.accounts, id, c, now, () => this.loadAccount(id))) return c!.v
+    if (this.fresh(this.accounts, id, c, now, this.loadAccountFn)) return c!.v
     const v = await this.loadAccount(id)
     // A miss is not cached: the id may be created a moment later (signup, operator), and only a
     // correctly signed session can ask for an id without an account behind it.
-    if (v !== null) setBounded(this.accounts, id, { v, at: now }, this.maxEntries)
+    if (v !== null) this.accounts.set(id, { v, at: now })
     else this.accounts.delete(id)
     return v
   }
@@ -136,9 +152,9 @@ export class Authenticator {
   private async key (hash: string): Promise<KeyRecord | null> {
     const now = Date.now()
     const c = this.keys.get(hash)
-    if (this.fresh(this.keys, hash, c, now, () => this.loadKey(hash))) return c!.v
+    if (this.fresh(this.keys, hash, c, now, this.loadKeyFn)) return c!.v
     const v = await this.loadKey(hash)
-    setBounded(this.keys, hash, { v, at: now }, this.maxEntries) // unknown keys too: bounded
+    this.keys.set(hash, { v, at: now }) // unknown keys too: bounded in bytes
     return v
   }
 
@@ -172,18 +188,15 @@ export class Authenticator {
     }
     const now = Date.now()
     const c = this.keys.get(hash)
-    if (!this.fresh(this.keys, hash, c, now, () => this.loadKey(hash))) return undefined
+    if (!this.fresh(this.keys, hash, c, now, this.loadKeyFn)) return undefined
     const rec = c!.v
     if (rec === null || rec.revoked || (rec.expiresAt !== null && rec.expiresAt <= now)) return undefined
     const a = this.accounts.get(rec.accountId)
-    if (!this.fresh(this.accounts, rec.accountId, a, now, () => this.loadAccount(rec.accountId))) return undefined
+    if (!this.fresh(this.accounts, rec.accountId, a, now, this.loadAccountFn)) return undefined
     const acct = a!.v
     if (acct === null || acct.banned) return undefined
     if (route.scope !== undefined && !rec.scopes.includes(route.scope)) return undefined
-    if (!memo) {
-      if (this.hashes.size >= FAST_HASHES) this.hashes.clear()
-      this.hashes.set(key, hash)
-    }
+    if (!memo) this.hashes.set(key, hash)
     this.lastUsed.set(rec.id, now)
     const tier = tierOf(acct)
     let caller = rec.caller

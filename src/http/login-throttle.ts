@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis'
+import { ByteLru, stringBytes } from '../util/byte-lru.js'
 
 /**
  * Login throttling (issue 15 point 5, docs/decisions.md "Login throttling"). Failures are
@@ -30,12 +31,22 @@ export interface LoginThrottle {
   succeeded (email: string): Promise<void>
 }
 
-/** Entries kept at most by the in-process throttle (each ~150 bytes): ~30 MB at the cap. */
-const MAX_ENTRIES = 200_000
+/**
+ * Estimated heap of one in-process throttle entry: 220 bytes measured once (Node 20, 100,000
+ * entries with 20-character keys), so 200 fixed plus the key string at its V8 width, plus 80 for
+ * the deleted slots a Map keeps while it evicts (as the credential caches, src/http/auth.ts).
+ */
+const throttleEntryBytes = (k: string): number => 280 + stringBytes(k)
 
 export class MemoryLoginThrottle implements LoginThrottle {
-  private readonly accounts = new Map<string, { n: number; last: number }>()
-  private readonly addresses = new Map<string, { n: number; start: number }>()
+  private readonly accounts: ByteLru<string, { n: number; last: number }>
+  private readonly addresses: ByteLru<string, { n: number; start: number }>
+
+  /** `budgetBytes`: both maps together (half each), oldest failure first out (AUTH_CACHE_MB / 4). */
+  constructor (budgetBytes = 16 * 1024 * 1024) {
+    this.accounts = new ByteLru(Math.floor(budgetBytes / 2), throttleEntryBytes)
+    this.addresses = new ByteLru(Math.floor(budgetBytes / 2), throttleEntryBytes)
+  }
 
   async check (email: string, ip: string, now = Date.now()): Promise<number> {
     const a = this.accounts.get(email)
@@ -55,14 +66,12 @@ export class MemoryLoginThrottle implements LoginThrottle {
 
   async succeeded (email: string): Promise<void> { this.accounts.delete(email) }
 
-  /** Re-inserts (most recent last) and drops the oldest entries past MAX_ENTRIES. */
-  private put<V> (m: Map<string, V>, k: string, v: V): void {
-    m.delete(k)
-    m.set(k, v)
-    while (m.size > MAX_ENTRIES) m.delete(m.keys().next().value as string)
-  }
+  /** Re-inserts (most recent last); the oldest go past the byte budget. */
+  private put<V> (m: ByteLru<string, V>, k: string, v: V): void { m.set(k, v) }
 
   get size (): number { return this.accounts.size + this.addresses.size }
+  /** Estimated heap held (never above the budget). */
+  get bytes (): number { return this.accounts.bytes + this.addresses.bytes }
 }
 
 const FAIL = `

@@ -42,6 +42,9 @@ export class RateLimiter {
     this.sweep.unref()
   }
 
+  /** Buckets held (metrics). */
+  get size (): number { return this.windows.size }
+
   /** Counts one request for `bucket` if the window has room. */
   hit (bucket: string, limit: number, nowMs = Date.now()): RateDecision {
     const remaining = this.take(bucket, limit, nowMs)

@@ -124,4 +124,10 @@ export interface Route {
    * no side effects, and must read `req` (path parameters) before returning.
    */
   fast?: (req: HttpRequest, caller: Caller, services: Services) => object | undefined
+  /**
+   * With `fast`, on a route whose path ends with its one parameter: that parameter's value as
+   * a string the body already holds (a job's id), so a fast answer is metered under the
+   * requested path without a string made per request (the row lives until the flush).
+   */
+  meterTail?: (body: object) => string
 }

@@ -8,6 +8,7 @@ import { JSON_BODY_LIMIT, parseJson, readBody } from './body.js'
 import { CONTENT_TYPE, negotiate, serialize, writeResponse, type Format } from './respond.js'
 import type { Caller, Reply, Route, RouteContext } from './route.js'
 import { check, compileBody, compileQuery } from './validate.js'
+import { headerBlock, IdDigits, REQUEST_ID_HEADER } from './fast-headers.js'
 
 /**
  * A raw request body as a Readable, attached before the first await (uWS drops data that
@@ -61,11 +62,17 @@ interface Compiled {
   /** Metering endpoint ids of (method, path) and (HEAD, path). */
   ep: number
   epHead: number
+  /** Interned (method, path prefix) of a route metered by URL through `meterTail`, else -1. */
+  epUrl: number
+  urlPrefix: string
   constant?: { json: ConstantAnswer; toon: ConstantAnswer }
 }
 
 const ACAO_JSON = `*\r\nContent-Type: ${CONTENT_TYPE.json}`
 const ACAO_TOON = `*\r\nContent-Type: ${CONTENT_TYPE.toon}\r\nX-TOON-Dict: none`
+/** The constant end of a fast read's header block (src/http/fast-headers.ts), per format. */
+const TAIL_JSON = Buffer.from(`\r\nAccess-Control-Allow-Origin: ${ACAO_JSON}`)
+const TAIL_TOON = Buffer.from(`\r\nAccess-Control-Allow-Origin: ${ACAO_TOON}`)
 
 /** Per-request state kept by the pipeline; `aborted` is set by uWS's onAborted. */
 interface Exchange {
@@ -100,9 +107,11 @@ export class HttpServer {
   private inFlight = 0
   private drainWaiters: Array<() => void> = []
   private closing = false
+  private readonly ids: IdDigits
 
   constructor (private readonly services: Services, routes: Route[]) {
     this.app = uWS.App()
+    this.ids = new IdDigits(`req_${services.metering.reqPrefix}`)
     for (const route of routes) this.register(route)
     this.app.options('/*', (res) => {
       res.writeStatus('204 No Content')
@@ -129,6 +138,13 @@ export class HttpServer {
       query: route.schema?.query ? compileQuery(route.schema.query) : undefined,
       ep: endpoints.id(route.method, route.path),
       epHead: endpoints.id('HEAD', route.path),
+      epUrl: -1,
+      urlPrefix: '',
+    }
+    const last = c.paramNames.length === 1 ? `:${c.paramNames[0]}` : ''
+    if (route.meterTail !== undefined && last !== '' && route.path.endsWith(last)) {
+      c.urlPrefix = route.path.slice(0, -last.length)
+      c.epUrl = endpoints.id(route.method, c.urlPrefix, true)
     }
     if (route.constant !== undefined && route.method === 'GET' && route.auth === 'public') c.constant = { json: this.precompute(route.constant, 'json'), toon: this.precompute(route.constant, 'toon') }
     let handler = (res: HttpResponse, req: HttpRequest) => this.handle(c, res, req, false)
@@ -181,7 +197,7 @@ export class HttpServer {
     // uWS counts a HEAD answer (a Content-Length and no body) as not yet complete: it needs an abort handler.
     if (head) { res.onAborted(noop); res.endWithoutBody(a.payload.length) }
     else res.end(a.payload)
-    this.meterFast(c, head, started, NaN, NaN, reqNum, requestId, req, false)
+    this.meterFast(c, head, started, Date.now(), NaN, NaN, reqNum, Number.isNaN(reqNum) ? requestId : null, req, false, null)
   }
 
   /**
@@ -200,48 +216,54 @@ export class HttpServer {
     const body = caller === undefined ? undefined : c.route.fast!(req, caller, services)
     if (body === undefined) { this.handle(c, res, req, head); return }
     const started = performance.now()
+    const nowMs = Date.now()
     const given = req.getHeader('x-request-id')
-    const format: Format = req.getHeader('accept').includes('application/toon') ? 'toon' : 'json'
-    let reqNum = NaN
-    let requestId: string
-    if (given !== '' && REQUEST_ID_RE.test(given)) requestId = given
-    else { reqNum = ++idCounter; requestId = `req_${services.metering.reqPrefix}${reqNum.toString(36)}` }
+    const toon = req.getHeader('accept').includes('application/toon')
     const limit = services.config.tierLimits[caller!.tier].rpm
-    const remaining = services.limiter.take(caller!.bucket, limit)
+    const remaining = services.limiter.take(caller!.bucket, limit, nowMs)
+    const own = given !== '' && REQUEST_ID_RE.test(given)
+    const reqNum = own ? NaN : ++idCounter
     if (remaining < 0) {
       // Refused: the ordinary error answer (rare, so the Exchange costs nothing that matters).
       const ex: Exchange = {
-        route: c.route.path, res, aborted: false, format, requestId, reqNum, c, started, caller: caller!, rate: { limit, remaining: 0 },
-        abortHooks: null, wrote: false, paramError: null
+        route: c.route.path, res, aborted: false, format: toon ? 'toon' : 'json', requestId: own ? given : this.generatedId(reqNum), reqNum, c, started,
+        caller: caller!, rate: { limit, remaining: 0 }, abortHooks: null, wrote: false, paramError: null
       }
       const e = new ApiError('RATE_LIMIT_EXCEEDED', `Rate limit of ${limit} requests per minute exceeded; retry in ${-remaining} s`, { retry_after: -remaining })
       e.headers = { 'Retry-After': String(-remaining) }
       this.fail(ex, e, head ? 'HEAD' : c.route.method, c.route.path)
       return
     }
-    const payload = serialize(body, format, true)
-    res.writeHeader('X-Request-Id', `${requestId}\r\nX-RateLimit-Limit: ${limit}\r\nX-RateLimit-Remaining: ${remaining}\r\nAccess-Control-Allow-Origin: ${format === 'json' ? ACAO_JSON : ACAO_TOON}`)
+    const payload = serialize(body, toon ? 'toon' : 'json', true)
+    res.writeHeader(REQUEST_ID_HEADER, headerBlock(this.ids, reqNum, own ? given : null, limit, remaining, toon ? TAIL_TOON : TAIL_JSON))
     if (head) { res.onAborted(noop); res.endWithoutBody(payload.length) }
     else res.end(payload)
-    this.meterFast(c, head, started, caller!.accountId, caller!.keyId ?? NaN, reqNum, requestId, req, true)
+    // Metered under the requested path, as the full pipeline does: a route's stored tail (the
+    // job id the cache holds) keeps the row free of a per-request string.
+    const tail = c.epUrl >= 0 && !head ? c.route.meterTail!(body) : null
+    this.meterFast(c, head, started, nowMs, caller!.accountId, caller!.keyId ?? NaN, reqNum, own ? given : null, req, tail === null, tail)
   }
+
+  private generatedId (n: number): string { return `req_${this.services.metering.reqPrefix}${n.toString(36)}` }
 
   /**
    * Meters a 200 of the fast paths exactly as finish() would: a route with path parameters is
-   * metered under the requested path (`byUrl`), as the full pipeline does for its answers.
+   * metered under the requested path (`byUrl`, or its interned prefix and `tail`), as the full
+   * pipeline does for its answers.
    */
   private meterFast (
-    c: Compiled, head: boolean, started: number, account: number, key: number, reqNum: number, requestId: string, req: HttpRequest, byUrl: boolean
+    c: Compiled, head: boolean, started: number, nowMs: number, account: number, key: number, reqNum: number, given: string | null,
+    req: HttpRequest, byUrl: boolean, tail: string | null
   ): void {
     const now = performance.now()
     const { log, metering } = this.services
     const method = head ? 'HEAD' : c.route.method
-    const url = byUrl ? req.getUrl() : null
-    if (log.isLevelEnabled('info')) log.info({ reqId: requestId, method, url: url ?? c.route.path, status: 200, ms: Math.round((now - started) * 100) / 100 }, 'request')
-    metering.push(
-      Date.now(), account, key, url !== null ? -1 : head ? c.epHead : c.ep, method, url, 200, 0, now - started, reqNum,
-      Number.isNaN(reqNum) ? requestId : null
-    )
+    const url = tail !== null ? null : byUrl ? req.getUrl() : null
+    if (log.isLevelEnabled('info')) {
+      log.info({ reqId: given ?? this.generatedId(reqNum), method, url: url ?? (tail !== null ? c.urlPrefix + tail : c.route.path), status: 200, ms: Math.round((now - started) * 100) / 100 }, 'request')
+    }
+    const ep = tail !== null ? c.epUrl : url !== null ? -1 : head ? c.epHead : c.ep
+    metering.push(nowMs, account, key, ep, method, tail ?? url, 200, 0, now - started, reqNum, given)
     this.services.metrics.request(c.route.path, method, 200, now - started) // GET /metrics (src/metrics.ts)
   }
 
@@ -481,6 +503,16 @@ export class HttpServer {
         resolve(uWS.us_socket_local_port(sock))
       })
     })
+  }
+
+  /**
+   * Closes the listen socket and every connection at once (a front-end thread that failed, on
+   * its way out: a worker thread may not exit with uWS sockets open, or Node aborts the process).
+   */
+  abort (): void {
+    this.closing = true
+    if (this.listenSocket) { uWS.us_listen_socket_close(this.listenSocket); this.listenSocket = null }
+    ;(this.app as unknown as { close?: () => void }).close?.()
   }
 
   /** Stops accepting connections and waits (up to `timeoutMs`) for requests in flight. */

@@ -1,6 +1,7 @@
 import type { HttpResponse } from 'uWebSockets.js'
 import type { JobView } from '../jobs/view.js'
 import { TERMINAL } from '../jobs/view.js'
+import { LocalStreamCounts, type StreamCounts } from '../frontend/shared-limits.js'
 
 /**
  * One open SSE stream (DESIGN.md 7). Deliberately small: no timer and no closure of its own
@@ -50,31 +51,23 @@ function framesOf (v: JobView, withStatus: boolean): { text: Buffer; id: number;
  */
 export class SseHub {
   private readonly byJob = new Map<string, Set<Stream>>()
-  private readonly perAccount = new Map<number, number>()
   private readonly heartbeat: NodeJS.Timeout
   private count = 0
 
-  constructor (heartbeatMs: number) {
+  /** `counts`: per-account open streams, shared by every front-end thread when there are several. */
+  constructor (heartbeatMs: number, private readonly counts: StreamCounts = new LocalStreamCounts()) {
     this.heartbeat = setInterval(() => this.beat(), heartbeatMs)
     this.heartbeat.unref()
   }
 
   get size (): number { return this.count }
-  openStreams (accountId: number): number { return this.perAccount.get(accountId) ?? 0 }
+  /** Streams the account has open on this node (every front-end thread). */
+  openStreams (accountId: number): number { return this.counts.open(accountId) }
 
   /** Reserves a slot for the account; false when it is at `max`. */
-  reserve (accountId: number, max: number): boolean {
-    const n = this.perAccount.get(accountId) ?? 0
-    if (n >= max) return false
-    this.perAccount.set(accountId, n + 1)
-    return true
-  }
+  reserve (accountId: number, max: number): boolean { return this.counts.reserve(accountId, max) }
 
-  release (accountId: number): void {
-    const n = (this.perAccount.get(accountId) ?? 1) - 1
-    if (n <= 0) this.perAccount.delete(accountId)
-    else this.perAccount.set(accountId, n)
-  }
+  release (accountId: number): void { this.counts.release(accountId) }
 
   /**
    * Starts a stream whose slot is reserved: writes the headers and the current state (unless

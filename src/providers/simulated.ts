@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import type { Storage } from '../storage/storage.js'
@@ -10,7 +10,8 @@ import { UpstreamRefused, type ProviderJob, type RouteProvider, type UpstreamHan
  * estimated_seconds divided by SIM_SPEED. Its job id encodes the submission time, duration and
  * directives, so status answers are a pure function of (id, now) and survive a restart.
  * Results are real small media files written through storage: MP4 for video, PNG or JPEG for
- * images (output_format), MP3 for audio.
+ * images (output_format), MP3 for audio; one file per distinct media, shared by the jobs
+ * that produce it (result()).
  *
  * Prompt directives: [sim:fail] [sim:policy] [sim:reject] [sim:queue] [sim:timeout].
  */
@@ -60,6 +61,12 @@ export function resultFileOf (job: ProviderJob): { name: string; ext: string; co
 export class SimulatedProvider implements RouteProvider {
   readonly name = 'simulated'
   readonly simulated = true
+  /** Storage key of each generated media buffer (the buffers are cached, see media()). */
+  private readonly keys = new WeakMap<Buffer, string>()
+  /** Keys known to be stored (or being stored) by this process. */
+  private readonly stored = new Map<string, Promise<void>>()
+  private prefix = randomBytes(4).toString('hex')
+  private seq = 0
   constructor (private readonly storage: Storage, private readonly simSpeed: number) {}
 
   /** `[sim:queue]`: the provider has no capacity for this job, ever (it waits until cancelled). */
@@ -78,7 +85,7 @@ export class SimulatedProvider implements RouteProvider {
     if (d.has('reject')) throw new UpstreamRefused('Simulated provider refused the submission ([sim:reject])')
     if (d.has('timeout')) return new Promise(() => {}) // never answers
     const flags = (d.has('fail') ? 'f' : '') + (d.has('policy') ? 'p' : '') || 'n'
-    return { id: `sim_${Date.now().toString(36)}_${this.durationMs(job).toString(36)}_${flags}_${randomBytes(4).toString('hex')}`, model: req.model }
+    return { id: `sim_${Date.now().toString(36)}_${this.durationMs(job).toString(36)}_${flags}_${this.uniq()}`, model: req.model }
   }
 
   async status (handle: UpstreamHandle, job: ProviderJob): Promise<UpstreamState> {
@@ -93,14 +100,45 @@ export class SimulatedProvider implements RouteProvider {
       if (elapsed < duration * 0.05) return { state: 'queued' }
       return { state: 'running', progress: Math.min(99, Math.max(1, Math.floor(elapsed / duration * 100))) }
     }
+    return { state: 'succeeded', outputs: [await this.result(job)] }
+  }
+
+  /**
+   * A finished job's result: the media its request asks for, stored once under a key named by
+   * its content (`results/sim/<sha256>.<ext>`) and shared by every job with the same media,
+   * as thumbnails are (src/providers/library-media.ts). The simulated media depend only on
+   * (type, aspect ratio, duration, format), so writing a copy per job only cost a head, a
+   * write, a hash and a rename per completion (issue 12). Results of real providers are still
+   * downloaded per job (src/providers/results.ts). Checked and written once per process per
+   * key; a restart checks again (head) and finds it in place.
+   */
+  private async result (job: ProviderJob): Promise<string> {
     const file = resultFileOf(job)
-    const key = `results/${job.id}.${file.ext}`
-    // Written once; a restart or a repeated poll finds it in place.
-    if (!(await this.storage.head(key))) await this.storage.put(key, await this.media(job, file.name), file.contentType)
-    return { state: 'succeeded', outputs: [this.storage.url(key)] }
+    const bytes = await this.media(job, file.name)
+    let key = this.keys.get(bytes)
+    if (key === undefined) {
+      key = `results/sim/${createHash('sha256').update(bytes).digest('hex').slice(0, 32)}.${file.ext}`
+      this.keys.set(bytes, key)
+    }
+    let stored = this.stored.get(key)
+    if (stored === undefined) {
+      const k = key
+      stored = (async () => { if (!(await this.storage.head(k))) await this.storage.put(k, bytes, file.contentType) })()
+      this.stored.set(key, stored)
+      // A failed write is not remembered: the next poll tries again.
+      stored.catch(() => { if (this.stored.get(k) === stored) this.stored.delete(k) })
+    }
+    await stored
+    return this.storage.url(key)
   }
 
   async cancel (): Promise<boolean> { return true }
+
+  /** A unique tail for handles: a random per-process prefix and a counter (no random call per job). */
+  private uniq (): string {
+    if (++this.seq >= 0x7fffffff) { this.prefix = randomBytes(4).toString('hex'); this.seq = 0 }
+    return this.prefix + this.seq.toString(36)
+  }
 
   /**
    * The result follows the request (issue 11 point 8): a video of the requested aspect ratio

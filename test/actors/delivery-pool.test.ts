@@ -106,3 +106,62 @@ t.test('recordAttempts (one statement per batch) leaves each row as recordAttemp
   const [other] = await sql<any[]>`SELECT status FROM webhook_deliveries WHERE id = ${hookA[1]}`
   t.equal(other.status, 'disabled', 'and its other pending deliveries')
 })
+
+t.test('a crashed primary worker is restarted; the rows it held come back when their lease expires; none lost', async (t) => {
+  const N = 1000
+  const path = '/crash'
+  const secret = 'crash-secret-0123456789'
+  // Slow answers keep requests in flight, so the crash lands mid-backlog with rows held.
+  rx.route(path, secret, Array.from({ length: N }, () => ({ status: 200, afterMs: 100 })))
+  const ids = await enqueue(N, path, secret)
+  const pool = new DeliveryPool({ databaseUrl: s.databaseUrl, config: s.config, version: 'test', maxWorkers: 1, leaseSeconds: 5 })
+  t.teardown(() => pool.close())
+  await pool.ready()
+  await rx.waitFor(path, 50, 30_000)
+  await pool.crash()
+  // The dead worker's connections are the ones accepted so far; the new worker opens its own.
+  const oldConns = rx.connections()
+  t.equal(pool.restarts, 1, 'the primary was restarted')
+  await pool.ready()
+  const deadline = Date.now() + 60_000
+  for (;;) {
+    const [{ n }] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'delivered' AND id = ANY(${ids}::text[])`
+    if (n === N) break
+    if (Date.now() > deadline) throw new Error(`only ${n} of ${N} delivered after the crash`)
+    await new Promise(resolve => setTimeout(resolve, 50))
+  }
+  const got = rx.verified(path)
+  const first = new Map<string, number>()
+  const again: string[] = []
+  for (const r of got) {
+    if (first.has(r.deliveryId)) again.push(r.deliveryId)
+    else first.set(r.deliveryId, r.conn)
+  }
+  t.equal(first.size, N, 'none lost')
+  t.ok(got.some(r => r.conn > oldConns), 'the restarted worker delivered')
+  // At-least-once: only what the dead worker had sent without recording may arrive twice.
+  t.same(again.filter(id => (first.get(id) as number) > oldConns), [], 'nothing the restarted worker sent was sent twice')
+  t.ok(again.length <= 256, `sent twice: ${again.length}, at most the rows one worker holds`)
+})
+
+t.test('close drains: requests in flight finish and are recorded, claimed rows not yet sent are released', async (t) => {
+  const N = 300
+  const path = '/drain'
+  const secret = 'drain-secret-0123456789'
+  rx.route(path, secret, Array.from({ length: N }, () => ({ status: 200, afterMs: 300 })))
+  const ids = await enqueue(N, path, secret)
+  const pool = new DeliveryPool({ databaseUrl: s.databaseUrl, config: s.config, version: 'test', maxWorkers: 1 })
+  await pool.ready()
+  await rx.waitFor(path, 10, 30_000)
+  await pool.close(8000)
+  t.equal(pool.workers, 0, 'no worker left')
+  const sent = new Set(rx.verified(path).map(r => r.deliveryId))
+  const rows = await sql<{ id: string; status: string; claimed_until: Date | null; attempts: number }[]>`
+    SELECT id, status, claimed_until, attempts FROM webhook_deliveries WHERE id = ANY(${ids}::text[])`
+  t.equal(rows.length, N)
+  const wrong = rows.filter(r => sent.has(r.id)
+    ? !(r.status === 'delivered' && r.attempts === 1)
+    : !(r.status === 'pending' && r.claimed_until === null && r.attempts === 0))
+  t.same(wrong, [], 'each sent row is recorded delivered; each unsent row is pending and unclaimed')
+  t.ok(sent.size >= 10 && sent.size < N, `${sent.size} sent before the close, the rest handed back`)
+})

@@ -2,7 +2,7 @@
 // statement, against a real PostgreSQL.
 import t from 'tap'
 import { connect } from '../../src/db/connect.js'
-import { chargeAndInsertJob, type NewJob } from '../../src/db/jobs.js'
+import { chargeAndInsertJob, LEASE_MS, renewLeases, type NewJob } from '../../src/db/jobs.js'
 import { migrate } from '../../src/db/migrate.js'
 import { freshDatabase } from '../helpers/db.js'
 
@@ -51,4 +51,19 @@ t.test('the free-trial video is taken by the charge itself: a second trial charg
   t.equal(second, null, 'refused: the one free video is used')
   await sql`UPDATE accounts SET has_purchased = true WHERE id = ${accountId}`
   t.same(await sql.begin(tx => chargeAndInsertJob(tx, trial('job_dbtest_t3'), 'video')), { credits: 5, free_videos_used: 2 }, 'after a purchase the condition no longer applies')
+})
+
+t.test('lease renewal writes only the due leases and checks every id', async (t) => {
+  const old = new Date(Date.now() - 1000)
+  for (const id of ['job_dbtest_l1', 'job_dbtest_l2', 'job_dbtest_l3']) {
+    await sql`INSERT INTO jobs (id, account_id, type, model, status, request, credits_charged, estimated_seconds, provider, deadline_at, owner, lease_until)
+      VALUES (${id}, ${accountId}, 'image', 'nano-banana', 'processing', '{}', 0, 15, 'simulated', now() + interval '10 minutes', 'node-a', ${old})`
+  }
+  await sql`UPDATE jobs SET status = 'completed' WHERE id = 'job_dbtest_l3'`
+  const held = await renewLeases(sql, 'node-a', ['job_dbtest_l1', 'job_dbtest_l2', 'job_dbtest_l3'], ['job_dbtest_l1'])
+  t.same([...held].sort(), ['job_dbtest_l1', 'job_dbtest_l2'], 'every running id of ours is reported held, due or not')
+  const rows = await sql<{ id: string; lease_until: Date }[]>`SELECT id, lease_until FROM jobs WHERE id IN ('job_dbtest_l1', 'job_dbtest_l2') ORDER BY id`
+  t.ok(rows[0].lease_until.getTime() > Date.now() + LEASE_MS - 5000, 'the due lease is renewed')
+  t.equal(rows[1].lease_until.getTime(), old.getTime(), 'the other lease is not written')
+  t.same([...await renewLeases(sql, 'node-b', ['job_dbtest_l1'], [])], [], 'not ours: not held')
 })

@@ -100,3 +100,24 @@ t.test('completions of a batch are written together: job rows, library rows and 
     "account a's subscribed hook for each of its jobs plus the job's own; b's hook wants only job.failed")
   t.equal(JSON.parse(dl[0].body).data.job.status, 'completed')
 })
+
+t.test('status transitions of a batch are one UPDATE; a job already terminal is not moved back', async (t) => {
+  const a = await account(1000)
+  const gc = new GroupCommit(sql)
+  const rows = [row(a, 10), row(a, 10), row(a, 10)]
+  await Promise.all(rows.map(r => gc.create(r)))
+  await sql`UPDATE jobs SET status = 'completed', progress = 100, completed_at = now() WHERE id = ${rows[2].id}`
+  const before = { ...gc.stats }
+  const at = new Date(Date.now() + 1000)
+  await Promise.all(rows.map((r, i) => gc.transition({ id: r.id, status: 'processing', progress: 5 + i, at })))
+  t.same({ transactions: gc.stats.transactions - before.transactions, together: gc.stats.together - before.together }, { transactions: 1, together: 3 })
+  const got = await sql<{ id: string; status: string; progress: number; updated_at: Date }[]>`
+    SELECT id, status, progress, updated_at FROM jobs WHERE id = ANY(${rows.map(r => r.id)}) ORDER BY id`
+  t.same(got.map(g => [g.status, g.progress]), [['processing', 5], ['processing', 6], ['completed', 100]])
+  t.equal(got[0].updated_at.getTime(), at.getTime())
+  // Alone (one item in its batch) it is the single-row statement, with the same guard.
+  await gc.transition({ id: rows[2].id, status: 'processing', progress: 50, at })
+  await gc.transition({ id: rows[0].id, status: 'processing', progress: 40, at })
+  const [c, p] = await sql<{ status: string; progress: number }[]>`SELECT status, progress FROM jobs WHERE id IN (${rows[2].id}, ${rows[0].id}) ORDER BY id DESC`
+  t.same([c.status, p.progress], ['completed', 40])
+})

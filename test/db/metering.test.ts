@@ -1,7 +1,7 @@
 // Request metering writes (src/db/metering.ts) against a real PostgreSQL.
 import t from 'tap'
 import { connect } from '../../src/db/connect.js'
-import { writeMeterBatch, type MeterRow } from '../../src/db/metering.js'
+import { EndpointTable, MeterColumns, writeMeterBatch, type MeterRow } from '../../src/db/metering.js'
 import { migrate } from '../../src/db/migrate.js'
 import { freshDatabase } from '../helpers/db.js'
 
@@ -31,4 +31,30 @@ t.test('values that COPY text would misread (tab, newline, backslash) are stored
   t.equal(r.request_id, odd)
   t.equal(r.endpoint, '/v1/x\\y')
   t.equal(r.account_id, null)
+})
+
+t.test('a path metered as an interned prefix plus its tail, and the same path metered raw, roll up as one endpoint', async (t) => {
+  // The fast path meters GET /v1/jobs/{id} as (GET, /v1/jobs/ + the cached id); the full
+  // pipeline meters the requested URL as given. One flush holding both must add up, not clash.
+  const endpoints = new EndpointTable()
+  const jobs = endpoints.id('GET', '/v1/jobs/', true)
+  const models = endpoints.id('GET', '/v1/models')
+  const c = new MeterColumns(4, endpoints, 'feedf00d')
+  const at = Date.UTC(2030, 0, 2, 3, 4, 5)
+  c.push(at, 42, 9, jobs, 'GET', 'job_aaaaaaaaaaaaaaaa', 200, 0, 1.2345678, 1, null)
+  c.push(at, 42, 9, jobs, 'GET', 'job_aaaaaaaaaaaaaaaa', 200, 0, 2, 2, null)
+  c.push(at, 42, 9, -1, 'GET', '/v1/jobs/job_aaaaaaaaaaaaaaaa', 404, 0, 3, NaN, 'client-id')
+  c.push(at, 42, 9, models, 'GET', null, 200, 0, 4, 3, null)
+  await writeMeterBatch(sql, c)
+  const raw = await sql<{ endpoint: string; request_id: string; latency_ms: number }[]>`
+    SELECT endpoint, request_id, latency_ms FROM request_log WHERE account_id = 42 ORDER BY id`
+  t.same(raw.map(r => [r.endpoint, r.request_id]), [
+    ['/v1/jobs/job_aaaaaaaaaaaaaaaa', 'req_feedf00d1'], ['/v1/jobs/job_aaaaaaaaaaaaaaaa', 'req_feedf00d2'],
+    ['/v1/jobs/job_aaaaaaaaaaaaaaaa', 'client-id'], ['/v1/models', 'req_feedf00d3'],
+  ])
+  t.equal(raw[0].latency_ms, 1.235, 'latency kept to the microsecond')
+  const daily = await sql<{ endpoint: string; requests: number; errors: number; latency_ms_sum: number }[]>`
+    SELECT endpoint, requests::int, errors::int, latency_ms_sum FROM usage_daily WHERE account_id = 42 ORDER BY endpoint`
+  t.same(daily.map(d => [d.endpoint, d.requests, d.errors]), [['GET /v1/jobs/job_aaaaaaaaaaaaaaaa', 3, 1], ['GET /v1/models', 1, 0]])
+  t.ok(Math.abs(daily[0].latency_ms_sum - 6.2345678) < 1e-9, 'the rollup sums unrounded latencies')
 })

@@ -52,6 +52,8 @@ export async function startServer (t: Tap, env: Record<string, string> = {}, ove
     SHARDS: '2',
     LOG_LEVEL: 'silent',
     DATA_DIR: dataDir,
+    // TEST_FRONTENDS=2 npm test: every test server runs that many front-end threads (a test's own FRONTENDS wins).
+    ...(process.env.TEST_FRONTENDS ? { FRONTENDS: process.env.TEST_FRONTENDS } : {}),
     ...env,
   }, overrides)
   const app = await createApp(config, { logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }) })

@@ -61,7 +61,7 @@ t.test('backoff doubles per further failure up to 15 min; the in-process map is 
   t.equal(accountLockS(10, now, now + 61_000), 0, 'lock over')
   const m = new MemoryLoginThrottle()
   for (let i = 0; i < 210_000; i++) await m.failed(`e${i}`, '1.2.3.4', now)
-  t.ok(m.size <= 200_001, `entries ${m.size} <= cap`)
+  t.ok(m.bytes <= 16 * 1024 * 1024 && m.size < 210_000, `entries ${m.size}, ${m.bytes} bytes <= 16 MB default`)
 })
 
 t.test('with REDIS_URL the counts are shared: failures on node A lock the account on node B', { skip: process.env.REDIS_URL_TEST ? false : 'REDIS_URL_TEST unset' }, async (t) => {

@@ -58,17 +58,17 @@ t.test('JOB_CACHE_MB configures the service cache', async (t) => {
   t.ok(c.bytes <= 3 * MB, `${c.bytes} bytes <= 3 MB`)
 })
 
-t.test('the credential cache is bounded: a flood of unknown keys (each a cached miss) keeps at most maxEntries', async (t) => {
+t.test('the credential cache is bounded: a flood of unknown keys (each a cached miss) stays within its byte budget', async (t) => {
   const { Authenticator } = await import('../../src/http/auth.js')
   const { KEY_PREFIX } = await import('../../src/http/api-key.js')
   const { randomBytes } = await import('node:crypto')
   const s = await startServer(t)
-  const auth = new Authenticator(s.app.services.sql, 'x'.repeat(32), 'admin-token', 5000, 50)
+  const auth = new Authenticator(s.app.services.sql, 'x'.repeat(32), 'admin-token', 5000, 40_000) // keys: 20,000 bytes, ~50 misses
   let refused = 0
   for (let i = 0; i < 200; i++) {
     await auth.authenticate({ auth: 'key' } as any, { 'x-api-key': KEY_PREFIX + randomBytes(32).toString('hex') }, new URLSearchParams())
       .catch((e: any) => { if (e.code === 'INVALID_API_KEY') refused++ })
   }
   t.equal(refused, 200, 'every unknown key refused')
-  t.ok(auth.cacheSizes.keys <= 50, `${auth.cacheSizes.keys} cached keys <= 50`)
+  t.ok(auth.cacheSizes.bytes <= 40_000 && auth.cacheSizes.keys < 200, `${auth.cacheSizes.keys} cached keys, ${auth.cacheSizes.bytes} bytes <= 40,000`)
 })

@@ -82,6 +82,8 @@ export const routes: Route[] = [
       const e = services.jobs.get(id)
       return e !== undefined && e.accountId === caller.accountId ? e.view : undefined
     },
+    // The cache's key is the view's id, so it is the requested id, stored once.
+    meterTail: (view) => (view as JobView).id,
   },
   {
     method: 'DELETE',

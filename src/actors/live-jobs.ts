@@ -109,6 +109,17 @@ export class LiveJobs implements JobHost {
     this.a.deps.progress.delete(job.id)
   }
 
+  /**
+   * Lease renewal found the job no longer ours (ended on another node, which settled a callback,
+   * or leased elsewhere): stop our copy and give the read cache and SSE the stored view, or GET
+   * on this node would keep answering the last state this node knew.
+   */
+  dropped (job: JobActor): Promise<void> {
+    const known = job.row.status
+    this.forget(job)
+    return this.refreshView(job.id, known)
+  }
+
   private finished (job: JobActor): void {
     const counted = this.jobs.get(job.id) === job
     this.forget(job)
@@ -116,10 +127,10 @@ export class LiveJobs implements JobHost {
   }
 
   /** The job ended elsewhere: the read cache and SSE get the stored terminal view. */
-  private async refreshView (id: string): Promise<void> {
+  private async refreshView (id: string, known?: JobStatus): Promise<void> {
     try {
       const row = await getJob(this.a.deps.sql, id)
-      if (row && TERMINAL.has(row.status)) this.emit(row)
+      if (row && (TERMINAL.has(row.status) || (known !== undefined && row.status !== known))) this.emit(row)
     } catch {}
   }
 

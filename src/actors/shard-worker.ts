@@ -164,7 +164,7 @@ const leaseTimer = setInterval(() => {
         const job = a.jobs.get(id)
         if (!job) continue
         // Ended or taken over elsewhere (cancelled on another node, lease lost): stop our copy.
-        if (!held.has(id)) a.live.forget(job)
+        if (!held.has(id)) await a.live.dropped(job)
         else slots.push({ accountId: a.id, keyId: job.row.key_id, jobId: id })
       }
       await deps.inflight?.renew(slots)

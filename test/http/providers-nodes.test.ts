@@ -68,6 +68,25 @@ t.test('a callback that reaches the node not running the job completes it exactl
   t.equal(late.length, 0, 'a completion by the other node is not a "late success"')
 })
 
+t.test('a job settled on the other node while this node cannot poll its provider: the next lease renewal shows the stored end', async (t) => {
+  fal.plan({ steps: ['running'], outcome: 'succeeded', media: 'png', finishAfterMs: null, callback: false })
+  const r = await a.req('POST', '/v1/generate/image', { key: u.key, body: { model: 'nano-banana', prompt: 'cross node, status down' } })
+  t.equal(r.status, 201, r.text)
+  const [row] = await sql`SELECT provider_job_id FROM jobs WHERE id = ${r.body.id}`
+  // Node A's polls all fail from now on: only its lease renewal (every 10 s) can learn the end.
+  fal.fault({ route: 'status', status: 503, times: 1_000_000 })
+  t.teardown(() => { fal.faults.length = 0 })
+  fal.finish(row.provider_job_id)
+  const rec = await fal.deliver(row.provider_job_id, { url: `http://127.0.0.1:${pb}/v1/providers/fal/callback` })
+  t.equal(rec.status, 200, 'node B verified the callback')
+  const { job } = await pollJob(b, u, r.body.id, { timeoutMs: 3000, everyMs: 50 })
+  t.equal(job.status, 'completed', 'settled by node B')
+  // Before the fix node A dropped its copy at renewal and kept answering "submitted" forever.
+  const fromA = await pollJob(a, u, r.body.id, { timeoutMs: 20_000, everyMs: 200 })
+  t.equal(fromA.job.status, 'completed', 'node A shows the terminal job')
+  t.equal(fromA.job.result_url, job.result_url, 'with the result node B stored')
+})
+
 t.test('a shard crash: the submitted job resumes on its route with its stored handle and completes by polling', async (t) => {
   fal.plan({ steps: ['running'], outcome: 'succeeded', media: 'png', finishAfterMs: null, callback: false })
   const r = await a.req('POST', '/v1/generate/image', { key: u.key, body: { model: 'nano-banana', prompt: 'survives a crash' } })

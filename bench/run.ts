@@ -225,8 +225,6 @@ const LABELS: Record<string, string> = {
   pg_cpu_us_per_delivery: 'PostgreSQL CPU/delivery (µs)',
   cpu_us_per_stream_event: 'CPU per stream event (µs)',
   client_cpu_us_per_stream_event: 'load generator CPU per stream event (µs)',
-  kinstr_user_per_stream_event: 'user instructions per stream event (k, perf)',
-  kinstr_kernel_per_stream_event: 'kernel instructions per stream event (k, perf)',
   pg_commits_per_req: 'PG commits/request (approx.)',
   rss_before_mb: 'RSS before (MB)',
   rss_after_mb: 'RSS with streams (MB)',

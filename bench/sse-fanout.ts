@@ -5,8 +5,6 @@
  * Baseline: the node:http SSE server publishing the same two events to the same streams on
  * POST /publish/{job}. Target: service p99 <= 100 ms at N = 10000.
  */
-import { spawn } from 'node:child_process'
-import { once } from 'node:events'
 import { startBaseline, type BaselineProcess } from './lib/children.js'
 import type { Metrics } from './lib/load.js'
 import { cpuUs } from './lib/proc.js'
@@ -18,25 +16,6 @@ import { QUEUE_PROMPT } from './sse-hold.js'
 
 const JOBS = 10
 
-/**
- * BENCH_PERF=1: instructions (user, kernel) executed by `pids` from now until the returned stop
- * is called, from `perf stat`: a cost per stream event that does not move with the machine's
- * load, as job-get's. Needs perf and perf_event_paranoid <= 2 (or root).
- */
-async function perfStat (pids: number[]): Promise<(() => Promise<{ user: number; kernel: number }>) | null> {
-  if (!process.env.BENCH_PERF || process.env.BENCH_PERF === '0') return null
-  const perf = spawn('perf', ['stat', '-x', ',', '-e', 'instructions:u,instructions:k', '-p', pids.join(',')], { stdio: ['ignore', 'ignore', 'pipe'] })
-  let out = ''
-  perf.stderr.on('data', (d: Buffer) => { out += d.toString() })
-  await sleep(200) // perf attaches to every thread first
-  return async () => {
-    perf.kill('SIGINT')
-    await once(perf, 'exit')
-    const count = (ev: string) => Number(out.split('\n').find(l => l.includes(`,${ev}`))?.split(',')[0])
-    return { user: count('instructions:u'), kernel: count('instructions:k') }
-  }
-}
-
 async function fanoutRound (
   o: BenchOptions, pid: number, port: number, n: number, jobs: Array<{ id: string; key: string }>, path: (id: string) => string,
   headers: (key: string) => Record<string, string>, trigger: (j: { id: string; key: string }) => Promise<number>
@@ -45,7 +24,6 @@ async function fanoutRound (
   const streams = r.streams.filter(s => s.openedAt > 0)
   if (r.failed) o.log(`  ${r.failed} streams failed to open: ${JSON.stringify(r.statuses)}`)
   await sleep(1500)
-  const svcPerf = await perfStat([pid])
   const c0 = cpuUs(pid)
   const own0 = process.cpuUsage()
   const t0 = performance.now()
@@ -55,8 +33,6 @@ async function fanoutRound (
   if (process.env.SSE_TRACE) o.log(`  trace: t0 ${(performance.timeOrigin + t0).toFixed(2)} trigger ${triggerMs.toFixed(1)} ms`)
   const c1 = cpuUs(pid)
   const own = process.cpuUsage(own0)
-  const perf = await svcPerf?.()
-  const got = Math.max(1, streams.filter(s => s.doneAt > 0).length)
   const lat = streams.filter(s => s.doneAt > 0).map(s => s.doneAt - t0)
   closeStreams(r.streams)
   const bad = statuses.filter(s => s !== 200).length
@@ -72,7 +48,6 @@ async function fanoutRound (
     trigger_ms: triggerMs,
     cpu_us_per_stream_event: (c1 - c0) / Math.max(1, lat.length),
     client_cpu_us_per_stream_event: (own.user + own.system) / Math.max(1, lat.length),
-    ...(perf ? { kinstr_user_per_stream_event: perf.user / 1000 / got, kinstr_kernel_per_stream_event: perf.kernel / 1000 / got } : {}),
   }
 }
 
@@ -108,8 +83,7 @@ export const scenario: Scenario = {
           { name: b.name, role: 'baseline', warmup: async () => { await baseRound(Math.min(1000, n)) }, measure: () => baseRound(n) },
         ],
         targets: [{ metric: 'delivery_p99_ms', kind: 'absolute', op: '<=', value: 100 }],
-        show: ['delivered', 'delivery_first_ms', 'delivery_p50_ms', 'delivery_p99_ms', 'delivery_max_ms', 'trigger_ms', 'cpu_us_per_stream_event', 'client_cpu_us_per_stream_event',
-          ...(process.env.BENCH_PERF ? ['kinstr_user_per_stream_event', 'kinstr_kernel_per_stream_event'] : [])],
+        show: ['delivered', 'delivery_first_ms', 'delivery_p50_ms', 'delivery_p99_ms', 'delivery_max_ms', 'trigger_ms', 'cpu_us_per_stream_event', 'client_cpu_us_per_stream_event'],
         notes: [`${n} streams on ${JOBS} jobs; latency from sending the ${JOBS} cancels (service: DELETE, which commits the refund first) to each stream's done, as seen by one client process`],
         close: async () => { await b.stop(); await stack.close() },
       }

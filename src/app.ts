@@ -153,8 +153,10 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     onEvent: (ev) => {
       if (ev.type !== 'job.updated') return
       if (ev.job.status === 'completed' || ev.job.status === 'failed' || ev.job.status === 'cancelled') metrics.jobFinished(ev.job.status)
-      jobs.update(ev.accountId, ev.job)
+      // The other front-end threads first: they fan out to their SSE streams while this thread
+      // writes to its own (issue 13), instead of after it.
       threads?.post({ t: 'job', a: ev.accountId, j: ev.job })
+      jobs.update(ev.accountId, ev.job)
       bus?.publish({ t: 'job', a: ev.accountId, j: ev.job })
     },
   })
@@ -170,11 +172,11 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   }
   if (bus) {
     await bus.start((m) => {
+      // The other front-end threads of this node hear it too (first: they fan out meanwhile).
+      threads?.post(m.t === 'job' ? { t: 'job', a: m.a, j: m.j } : { t: 'inv', k: m.k, id: m.id })
       if (m.t === 'job') jobs.update(m.a, m.j)
       else if (m.k === 'key') authn.invalidateKey(m.id, false)
       else authn.invalidateAccount(Number(m.id), false)
-      // The other front-end threads of this node hear it too.
-      threads?.post(m.t === 'job' ? { t: 'job', a: m.a, j: m.j } : { t: 'inv', k: m.k, id: m.id })
     })
   }
   const passwords = new Passwords()

@@ -96,7 +96,8 @@ export class SharedRateLimiter implements Limiter {
 /** Open SSE streams per account (the tier's max_streams), shared by the threads (src/http/sse.ts). */
 export interface StreamCounts {
   reserve (accountId: number, max: number): boolean
-  release (accountId: number): void
+  /** Frees `n` of the account's slots. */
+  release (accountId: number, n: number): void
   open (accountId: number): number
 }
 
@@ -115,8 +116,8 @@ export class SharedStreamCounts implements StreamCounts {
     }, false)
   }
 
-  release (accountId: number): void {
-    this.table.with(1, accountId, streamsIdle, (c, b) => { if (c[b] > 0) c[b]-- }, undefined)
+  release (accountId: number, n: number): void {
+    this.table.with(1, accountId, streamsIdle, (c, b) => { c[b] = Math.max(0, c[b] - n) }, undefined)
   }
 
   open (accountId: number): number {
@@ -134,10 +135,10 @@ export class LocalStreamCounts implements StreamCounts {
     return true
   }
 
-  release (accountId: number): void {
-    const n = (this.perAccount.get(accountId) ?? 1) - 1
-    if (n <= 0) this.perAccount.delete(accountId)
-    else this.perAccount.set(accountId, n)
+  release (accountId: number, n: number): void {
+    const left = (this.perAccount.get(accountId) ?? n) - n
+    if (left <= 0) this.perAccount.delete(accountId)
+    else this.perAccount.set(accountId, left)
   }
 
   open (accountId: number): number { return this.perAccount.get(accountId) ?? 0 }

@@ -36,7 +36,9 @@ function statusData (v: JobView): string {
  * bytes once per job change (issue 13): every stream of the job is sent the same Buffer, with
  * no per-stream string conversion.
  */
-function framesOf (v: JobView, withStatus: boolean): { text: Buffer; id: number; done: boolean } {
+interface Frames { text: Buffer; id: number; done: boolean }
+
+function framesOf (v: JobView, withStatus: boolean): Frames {
   const id = eventIdOf(v)
   const done = TERMINAL.has(v.status)
   let text = withStatus ? `id: ${id}\nevent: status\ndata: ${statusData(v)}\n\n` : ''
@@ -67,7 +69,7 @@ export class SseHub {
   /** Reserves a slot for the account; false when it is at `max`. */
   reserve (accountId: number, max: number): boolean { return this.counts.reserve(accountId, max) }
 
-  release (accountId: number): void { this.counts.release(accountId) }
+  release (accountId: number): void { this.counts.release(accountId, 1) }
 
   /**
    * Starts a stream whose slot is reserved: writes the headers and the current state (unless
@@ -101,20 +103,57 @@ export class SseHub {
     if (!set) return
     const id = eventIdOf(view)
     const full = framesOf(view, true)
-    let doneOnly: ReturnType<typeof framesOf> | null = null
+    if (full.done) { this.finish(set, view, id, full); return }
     for (const s of set) {
-      let f = full
-      if (id <= s.lastId) {
-        // Already seen (Last-Event-ID): never repeat a status; a terminal job still gets `done`.
-        if (!full.done) continue
-        f = doneOnly ??= framesOf(view, false)
-      }
-      const nextId = Math.max(s.lastId, f.id)
-      if (s.blocked) { s.pending = f.text; s.pendingDone = f.done; s.lastId = nextId; continue }
-      s.lastId = nextId
-      this.write(s, f.text, f.done)
+      // Already seen (Last-Event-ID): never repeat a status.
+      if (id <= s.lastId) continue
+      s.lastId = Math.max(s.lastId, full.id)
+      if (s.blocked) { s.pending = full.text; s.pendingDone = false; continue }
+      this.write(s, full.text, false)
     }
   }
+
+  /**
+   * The job ended: every stream of it gets its last frames and the end of the response in one
+   * corked write (one send per stream), with no per-stream closure, map or counter update: the
+   * job's entry and the account's slots are dropped once for the whole set (issue 13, sse-fanout).
+   * A backpressured stream keeps the frames as pending and is forgotten when they are written.
+   */
+  private finish (set: Set<Stream>, view: JobView, id: number, full: Frames): void {
+    let doneOnly: Frames | null = null
+    let ended = 0
+    let account = -1
+    let run = 0
+    for (const s of set) {
+      // A client that already has the status (Last-Event-ID) still gets `done`.
+      const f = id <= s.lastId ? (doneOnly ??= framesOf(view, false)) : full
+      s.lastId = Math.max(s.lastId, f.id)
+      if (s.blocked) { s.pending = f.text; s.pendingDone = true; continue }
+      s.closed = true
+      s.pending = null
+      this.endRes = s.res
+      this.endText = f.text
+      s.res.cork(this.endCorked)
+      ended++
+      if (s.accountId !== account) {
+        if (run > 0) this.counts.release(account, run)
+        account = s.accountId
+        run = 0
+      }
+      run++
+    }
+    this.endRes = null
+    this.endText = null
+    if (run > 0) this.counts.release(account, run)
+    this.count -= ended
+    if (ended === set.size) { this.byJob.delete(view.id); return }
+    for (const s of set) if (s.closed) set.delete(s)
+  }
+
+  /** What endCorked ends (no closure per stream during a fan-out). */
+  private endRes: HttpResponse | null = null
+  private endText: Buffer | null = null
+  private readonly endCorked = (): void => { this.endRes!.end(this.endText!) }
 
   private write (s: Stream, text: Buffer, done: boolean): void {
     if (done) {
@@ -161,7 +200,7 @@ export class SseHub {
       if (set.size === 0) this.byJob.delete(s.jobId)
     }
     s.pending = null
-    this.release(s.accountId)
+    this.counts.release(s.accountId, 1)
   }
 
   private beat (): void {

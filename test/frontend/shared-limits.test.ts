@@ -54,7 +54,7 @@ t.test('stream counts: max per account, full table refuses', async (t) => {
   t.notOk(sc.reserve(1, 2), 'at max')
   t.ok(sc.reserve(2, 2))
   t.notOk(sc.reserve(3, 2), 'table of two accounts full: refused')
-  sc.release(2)
+  sc.release(2, 1)
   t.ok(sc.reserve(3, 2), 'an account with no stream left frees its slot')
   t.equal(sc.open(1), 2)
 })

@@ -65,6 +65,11 @@ export class JobActor {
   /** A schedule() asked for during a tick, armed when it ends. */
   private next: number | undefined
   private lastState: string | null = null
+  /**
+   * The front ends were sent this job's full view (creation does; a resumed job's first change
+   * does): later non-terminal changes cross as compact `job.progress` events (LiveJobs.emitChange).
+   */
+  announced = false
   /** Run one step and stop (a job settled for a callback on a node that does not run it). */
   oneShot = false
   /** Not before this time (upstream 429 Retry-After). */

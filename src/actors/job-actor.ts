@@ -29,6 +29,9 @@ export interface JobHost {
   log: (msg: string, extra?: Record<string, unknown>) => void
 }
 
+/** The upstream history of a poll that records none (shared, never written to). */
+const NO_EVENTS: UpstreamEvent[] = Object.freeze([]) as unknown as UpstreamEvent[]
+
 /** Poll cadence: a tenth of the expected run time, between 20 ms and 5 s; errors back off to 60 s. */
 const MIN_POLL_MS = 20
 const MAX_POLL_MS = 5000
@@ -205,10 +208,13 @@ export class JobActor {
 
   /** One upstream state, from a poll or a verified callback: the same transition either way. */
   private async apply (st: UpstreamState, source: 'poll' | 'callback'): Promise<void> {
-    const label = st.state === 'running' ? `running ${st.progress ?? ''}`.trim() : st.state
-    // History is only built for routes that keep it (the implicit simulated route does not).
-    const changed = label !== this.lastState && this.route.recordsHistory
-    const events = changed ? [this.ev(source, st.state, st.state === 'running' && st.progress !== undefined ? { progress: st.progress } : undefined)] : []
+    // History is only built for routes that keep it (the implicit simulated route does not):
+    // without it a poll allocates no label and no event list.
+    const history = this.route.recordsHistory
+    const label = history ? (st.state === 'running' ? `running ${st.progress ?? ''}`.trim() : st.state) : null
+    const events = history && label !== this.lastState
+      ? [this.ev(source, st.state, st.state === 'running' && st.progress !== undefined ? { progress: st.progress } : undefined)]
+      : NO_EVENTS
     switch (st.state) {
       case 'queued':
         if (this.row.status !== 'submitted' || events.length) await this.host.progress(this, 'submitted', this.row.progress, events)

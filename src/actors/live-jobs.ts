@@ -16,6 +16,9 @@ import type { Mailbox } from './mailbox.js'
 import type { KeySlots } from './slots.js'
 import { deadlineOf, submitOn } from './upstream-jobs.js'
 
+/** No upstream history (shared, never written to). */
+const NONE: UpstreamEvent[] = Object.freeze([]) as unknown as UpstreamEvent[]
+
 /** What the running jobs need from their account. */
 export interface JobsOwner {
   readonly id: number
@@ -145,9 +148,9 @@ export class LiveJobs implements JobHost {
     } catch {}
   }
 
-  progress (job: JobActor, status: JobStatus, progress: number, events: UpstreamEvent[] = []): Promise<void> {
+  progress (job: JobActor, status: JobStatus, progress: number, events?: UpstreamEvent[]): Promise<void> {
     const r = job.row
-    const ev = job.route.recordsHistory ? events : []
+    const ev = job.route.recordsHistory && events !== undefined ? events : NONE
     if (status === r.status && ev.length === 0) {
       // A progress tick changes only this job's memory (written by the shard's flush): it needs
       // no turn in the account's mailbox (the job's own ticks never overlap, and every other

@@ -36,6 +36,8 @@ const NO_EVENTS: UpstreamEvent[] = Object.freeze([]) as unknown as UpstreamEvent
 const MIN_POLL_MS = 20
 const MAX_POLL_MS = 5000
 const MAX_BACKOFF_MS = 60_000
+/** Poll wake-ups are aligned on this grid (schedule()). */
+const POLL_GRID_MS = 10
 /** A queued job rechecks its routes at least this often (capacity is also pushed by wake-ups). */
 const QUEUED_RECHECK_MS = 5000
 /** Budget of the best-effort upstream cancel before a deadline refund. */
@@ -106,28 +108,41 @@ export class JobActor {
       const until = this.row.deadline_at.getTime() - Date.now()
       if (until >= 0) delayMs = Math.min(delayMs, until + 1)
     }
-    this.timer = setTimeout(() => { this.timer = null; this.run() }, Math.max(delayMs, this.notBefore - Date.now(), 0))
+    const now = Date.now()
+    let d = Math.max(delayMs, this.notBefore - now, 0)
+    // Polls are aligned on a POLL_GRID_MS grid: the jobs of a shard due within the same few ms
+    // wake in one timers phase, so their events cross in one message and their commits join
+    // one group commit (issue 12). Short waits (wake-ups, retries now) are not delayed.
+    if (d >= MIN_POLL_MS) d = Math.ceil((now + d) / POLL_GRID_MS) * POLL_GRID_MS - now
+    this.timer = setTimeout(this.fire, d)
   }
+
+  /** The timer's callback (one function per job, not one per poll). */
+  private readonly fire = (): void => { this.timer = null; this.run() }
 
   private run (): void {
     if (this.running || this.terminal) return
     this.running = true
     this.next = undefined
-    this.tick().then(() => {
-      this.running = false
-      if (this.oneShot) { this.stop(); return }
-      const d = this.next
-      this.next = undefined
-      if (d !== undefined) this.schedule(d)
-    }, (err) => {
-      this.running = false
-      this.next = undefined
-      if (this.oneShot) { this.stop(); return }
-      // A write that failed (a database hiccup, a failed group commit) must not strand the job.
-      this.errors++
-      this.host.log('job tick failed; retrying', { job: this.id, err: String(err), errors: this.errors })
-      this.schedule(this.backoffMs())
-    })
+    this.tick().then(this.ticked, this.tickFailed)
+  }
+
+  private readonly ticked = (): void => {
+    this.running = false
+    if (this.oneShot) { this.stop(); return }
+    const d = this.next
+    this.next = undefined
+    if (d !== undefined) this.schedule(d)
+  }
+
+  private readonly tickFailed = (err: unknown): void => {
+    this.running = false
+    this.next = undefined
+    if (this.oneShot) { this.stop(); return }
+    // A write that failed (a database hiccup, a failed group commit) must not strand the job.
+    this.errors++
+    this.host.log('job tick failed; retrying', { job: this.id, err: String(err), errors: this.errors })
+    this.schedule(this.backoffMs())
   }
 
   private backoffMs (): number {

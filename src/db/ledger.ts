@@ -1,10 +1,10 @@
 import type { Q } from './connect.js'
 import { applyCredit } from './accounts.js'
 import { chargeAndInsertJob, finishJob, setFreeVideosUsed, insertImage, insertVideo, videoIdOfJob, type NewJob } from './jobs.js'
-import { randomBytes } from 'node:crypto'
 import { enqueueJobEvent, eventBody } from './outbox.js'
 import { appendEvents, recordLateSuccess, setVideoMedia, type UpstreamEvent } from './upstream.js'
 import { viewOf, type JobRow } from '../jobs/view.js'
+import { newEventId } from '../jobs/id.js'
 
 /**
  * The job ledger (issue 12 point 1): every durable write that creates, charges, completes,
@@ -128,13 +128,21 @@ export async function completeJobs (tx: Q, items: Completion[]): Promise<Set<str
   const ownSecrets = new Array<string | null>(n)
   for (let k = 0; k < n; k++) {
     const { row: r, resultUrl, at } = items[k]
-    const eventId = `evt_${randomBytes(12).toString('base64url')}`
+    const eventId = newEventId()
     const own = webhookOf(r)
     ids[k] = r.id
     urls[k] = resultUrl
-    ats[k] = at.toISOString()
+    const iso = at.toISOString()
+    ats[k] = iso
     events[k] = eventId
-    bodies[k] = eventBody(eventId, 'job.completed', viewOf({ ...r, status: 'completed', progress: 100, result_url: resultUrl, updated_at: at, completed_at: at }), at)
+    // The final view (viewOf returns a fresh object): what the job is once this commits.
+    const v = viewOf(r)
+    v.status = 'completed'
+    v.progress = 100
+    v.result_url = resultUrl
+    v.updated_at = iso
+    v.completed_at = iso
+    bodies[k] = eventBody(eventId, 'job.completed', v, at)
     ownUrls[k] = own.url !== null && own.secret !== null ? own.url : null
     ownSecrets[k] = own.url !== null && own.secret !== null ? own.secret : null
   }

@@ -162,3 +162,18 @@ t.test('a submission that never answers fails at the deadline', async (t) => {
   t.ok(await until(() => job.terminal, 2000), 'terminal')
   t.match(host.calls, [/deadline/])
 })
+
+t.test('polls wake on a 10 ms grid (a shard\'s due jobs poll in one timers phase), not at their own offsets', async (t) => {
+  const at: number[] = []
+  const p = providerOf({ polls: 12 })
+  const status = p.status.bind(p)
+  p.status = (h, job) => { at.push(Date.now()); return status(h, job) }
+  // Start 6 ms past a grid line: without the grid every 20 ms poll would land 6 ms past one too.
+  while (Date.now() % 10 !== 6) await new Promise<void>(resolve => setImmediate(resolve))
+  const job = start(rowOf({ provider_job_id: 'p0' }), p, hostOf(0))
+  job.schedule()
+  t.ok(await until(() => job.terminal), 'the job completed')
+  const aligned = at.filter(x => x % 10 < 5).length
+  t.ok(at.length >= 10, `${at.length} polls`)
+  t.ok(aligned >= at.length * 0.7, `${aligned} of ${at.length} polls within 5 ms after a grid line (${at.map(x => x % 10).join(',')})`)
+})

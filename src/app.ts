@@ -151,6 +151,14 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
       frontPool?.shardRestarted(shard)
     },
     onEvent: (ev) => {
+      if (ev.type === 'job.progress') {
+        // Compact non-terminal change (issue 12): patched into the cached view; other front-end
+        // threads patch theirs; other nodes get the full view (their caches may lack it).
+        threads?.post({ t: 'prog', a: ev.accountId, p: { id: ev.id, status: ev.status, progress: ev.progress, updated_at: ev.updated_at } })
+        const view = jobs.progress(ev.accountId, ev)
+        if (view !== null) bus?.publish({ t: 'job', a: ev.accountId, j: view })
+        return
+      }
       if (ev.type !== 'job.updated') return
       if (ev.job.status === 'completed' || ev.job.status === 'failed' || ev.job.status === 'cancelled') metrics.jobFinished(ev.job.status)
       // The other front-end threads first: they fan out to their SSE streams while this thread

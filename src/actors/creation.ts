@@ -195,6 +195,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
     if (holds) on.release()
   } else {
     const job = a.live.adopt(row, pj, routes.indexOf(on), handle)
+    job.announced = true // its full view was emitted just above
     if (holds) job.took(on)
     if (retryAfterMs > 0) job.retryAfter(retryAfterMs)
     if (timedOut && submission) {

@@ -52,8 +52,8 @@ export class GroupCommit {
 
   /**
    * A completion (src/db/ledger.ts completeJob); a batch's plain completions (no upstream
-   * history, not videos) are written together (completeJobs: one UPDATE, one INSERT per
-   * table). Resolves false when the job already was terminal.
+   * history, not videos) are written together (completeJobs: one statement). Resolves false
+   * when the job already was terminal.
    */
   complete (c: Completion, o: { history?: History | null; media?: VideoMedia } = {}): Promise<boolean> {
     const alone = (tx: Tx) => completeJob(tx, c.row, c.resultUrl, c.at, o)
@@ -105,9 +105,14 @@ export class GroupCommit {
         // roll back while siblings are still mid-work; their later statements would then run on
         // the released connection outside any transaction (autocommitted), and the per-item
         // retry below would apply them a second time.
-        const together = await this.createTogether(tx, batch)
-        await this.completeTogether(tx, batch, together)
-        await this.transitionTogether(tx, batch, together)
+        // The batch's creations, completions and transitions: one statement each, pipelined (no
+        // wait between them; they touch different rows). All three settle before any failure
+        // is thrown (see above).
+        const together: Array<Promise<unknown> | undefined> = new Array(batch.length)
+        const joint = await Promise.allSettled([
+          this.createTogether(tx, batch, together), this.completeTogether(tx, batch, together), this.transitionTogether(tx, batch, together),
+        ])
+        for (const r of joint) if (r.status === 'rejected') throw r.reason
         const settled = await Promise.allSettled(batch.map((i, n) => together[n] ?? i.work(tx)))
         const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected')
         if (failed) throw failed.reason
@@ -133,16 +138,15 @@ export class GroupCommit {
     for (let i = 0; i < batch.length; i++) batch[i].resolve(results[i])
   }
 
-  /** The batch's creations as one statement; per item its result, or undefined to run alone. */
-  private async createTogether (tx: Tx, batch: Item[]): Promise<Array<Promise<unknown> | undefined>> {
+  /** The batch's creations as one statement; fills `out` for them (the others run alone). */
+  private async createTogether (tx: Tx, batch: Item[], out: Array<Promise<unknown> | undefined>): Promise<void> {
     const rows = batch.map(i => (i.work as { creation?: NewJob & JobRow }).creation)
     const creations = rows.filter((r): r is NewJob & JobRow => r !== undefined && r.status !== 'completed')
-    if (creations.length < 2) return new Array(batch.length)
+    if (creations.length < 2) return
     const charged = await chargeAndInsertJobs(tx, creations)
     this.stats.together += creations.length
     // Each creation's own balance: the account's final one plus what its later jobs cost.
     const later = new Map<number, number>()
-    const out: Array<Promise<Charged> | undefined> = new Array(batch.length)
     for (let n = batch.length - 1; n >= 0; n--) {
       const r = rows[n]
       if (r === undefined || r.status === 'completed') continue
@@ -152,14 +156,13 @@ export class GroupCommit {
       out[n] = Promise.resolve({ credits: c.credits + after, free_videos_used: c.free_videos_used })
       later.set(r.account_id, after + r.credits_charged)
     }
-    return out
   }
 
-  /** The batch's completions as one set of statements; fills `out` for them. */
+  /** The batch's plain completions (even one) as one statement (completeJobs); fills `out` for them. */
   private async completeTogether (tx: Tx, batch: Item[], out: Array<Promise<unknown> | undefined>): Promise<void> {
     const idx: number[] = []
     for (let n = 0; n < batch.length; n++) if ((batch[n].work as { completion?: Completion }).completion) idx.push(n)
-    if (idx.length < 2) return
+    if (idx.length === 0) return
     const items = idx.map(n => (batch[n].work as unknown as { completion: Completion }).completion)
     const done = await completeJobs(tx, items)
     this.stats.together += items.length

@@ -29,10 +29,15 @@ export interface JobHost {
   log: (msg: string, extra?: Record<string, unknown>) => void
 }
 
+/** The upstream history of a poll that records none (shared, never written to). */
+const NO_EVENTS: UpstreamEvent[] = Object.freeze([]) as unknown as UpstreamEvent[]
+
 /** Poll cadence: a tenth of the expected run time, between 20 ms and 5 s; errors back off to 60 s. */
 const MIN_POLL_MS = 20
 const MAX_POLL_MS = 5000
 const MAX_BACKOFF_MS = 60_000
+/** Poll wake-ups are aligned on this grid (schedule()). */
+const POLL_GRID_MS = 10
 /** A queued job rechecks its routes at least this often (capacity is also pushed by wake-ups). */
 const QUEUED_RECHECK_MS = 5000
 /** Budget of the best-effort upstream cancel before a deadline refund. */
@@ -65,6 +70,11 @@ export class JobActor {
   /** A schedule() asked for during a tick, armed when it ends. */
   private next: number | undefined
   private lastState: string | null = null
+  /**
+   * The front ends were sent this job's full view (creation does; a resumed job's first change
+   * does): later non-terminal changes cross as compact `job.progress` events (LiveJobs.emitChange).
+   */
+  announced = false
   /** Run one step and stop (a job settled for a callback on a node that does not run it). */
   oneShot = false
   /** Not before this time (upstream 429 Retry-After). */
@@ -98,28 +108,41 @@ export class JobActor {
       const until = this.row.deadline_at.getTime() - Date.now()
       if (until >= 0) delayMs = Math.min(delayMs, until + 1)
     }
-    this.timer = setTimeout(() => { this.timer = null; this.run() }, Math.max(delayMs, this.notBefore - Date.now(), 0))
+    const now = Date.now()
+    let d = Math.max(delayMs, this.notBefore - now, 0)
+    // Polls are aligned on a POLL_GRID_MS grid: the jobs of a shard due within the same few ms
+    // wake in one timers phase, so their events cross in one message and their commits join
+    // one group commit (issue 12). Short waits (wake-ups, retries now) are not delayed.
+    if (d >= MIN_POLL_MS) d = Math.ceil((now + d) / POLL_GRID_MS) * POLL_GRID_MS - now
+    this.timer = setTimeout(this.fire, d)
   }
+
+  /** The timer's callback (one function per job, not one per poll). */
+  private readonly fire = (): void => { this.timer = null; this.run() }
 
   private run (): void {
     if (this.running || this.terminal) return
     this.running = true
     this.next = undefined
-    this.tick().then(() => {
-      this.running = false
-      if (this.oneShot) { this.stop(); return }
-      const d = this.next
-      this.next = undefined
-      if (d !== undefined) this.schedule(d)
-    }, (err) => {
-      this.running = false
-      this.next = undefined
-      if (this.oneShot) { this.stop(); return }
-      // A write that failed (a database hiccup, a failed group commit) must not strand the job.
-      this.errors++
-      this.host.log('job tick failed; retrying', { job: this.id, err: String(err), errors: this.errors })
-      this.schedule(this.backoffMs())
-    })
+    this.tick().then(this.ticked, this.tickFailed)
+  }
+
+  private readonly ticked = (): void => {
+    this.running = false
+    if (this.oneShot) { this.stop(); return }
+    const d = this.next
+    this.next = undefined
+    if (d !== undefined) this.schedule(d)
+  }
+
+  private readonly tickFailed = (err: unknown): void => {
+    this.running = false
+    this.next = undefined
+    if (this.oneShot) { this.stop(); return }
+    // A write that failed (a database hiccup, a failed group commit) must not strand the job.
+    this.errors++
+    this.host.log('job tick failed; retrying', { job: this.id, err: String(err), errors: this.errors })
+    this.schedule(this.backoffMs())
   }
 
   private backoffMs (): number {
@@ -200,10 +223,13 @@ export class JobActor {
 
   /** One upstream state, from a poll or a verified callback: the same transition either way. */
   private async apply (st: UpstreamState, source: 'poll' | 'callback'): Promise<void> {
-    const label = st.state === 'running' ? `running ${st.progress ?? ''}`.trim() : st.state
-    // History is only built for routes that keep it (the implicit simulated route does not).
-    const changed = label !== this.lastState && this.route.recordsHistory
-    const events = changed ? [this.ev(source, st.state, st.state === 'running' && st.progress !== undefined ? { progress: st.progress } : undefined)] : []
+    // History is only built for routes that keep it (the implicit simulated route does not):
+    // without it a poll allocates no label and no event list.
+    const history = this.route.recordsHistory
+    const label = history ? (st.state === 'running' ? `running ${st.progress ?? ''}`.trim() : st.state) : null
+    const events = history && label !== this.lastState
+      ? [this.ev(source, st.state, st.state === 'running' && st.progress !== undefined ? { progress: st.progress } : undefined)]
+      : NO_EVENTS
     switch (st.state) {
       case 'queued':
         if (this.row.status !== 'submitted' || events.length) await this.host.progress(this, 'submitted', this.row.progress, events)

@@ -16,6 +16,9 @@ import type { Mailbox } from './mailbox.js'
 import type { KeySlots } from './slots.js'
 import { deadlineOf, submitOn } from './upstream-jobs.js'
 
+/** No upstream history (shared, never written to). */
+const NONE: UpstreamEvent[] = Object.freeze([]) as unknown as UpstreamEvent[]
+
 /** What the running jobs need from their account. */
 export interface JobsOwner {
   readonly id: number
@@ -42,6 +45,17 @@ export class LiveJobs implements JobHost {
   get resultRules (): ResultRules { return this.a.deps.resultRules }
   log (msg: string, extra?: Record<string, unknown>): void { this.a.deps.log('warn', msg, { account: this.a.id, ...extra }) }
   emit (row: JobRow): void { this.a.deps.emit({ type: 'job.updated', accountId: this.a.id, job: viewOf(row) }) }
+
+  /**
+   * A non-terminal change of a live job: the compact `job.progress` event (status, progress,
+   * updated_at) once the front ends were sent its full view (at creation, or by the first
+   * change after a resume); the full view otherwise.
+   */
+  private emitChange (job: JobActor): void {
+    const r = job.row
+    if (!job.announced) { job.announced = true; this.emit(r); return }
+    this.a.deps.emit({ type: 'job.progress', accountId: this.a.id, id: r.id, status: r.status, progress: r.progress, updated_at: r.updated_at.toISOString() })
+  }
 
   /** Registers a live JobActor for a committed, non-terminal job (creation or resume). */
   adopt (row: UpstreamJobRow, pj?: ProviderJob, routeIndex?: number, handle?: UpstreamHandle | null): JobActor {
@@ -134,9 +148,9 @@ export class LiveJobs implements JobHost {
     } catch {}
   }
 
-  progress (job: JobActor, status: JobStatus, progress: number, events: UpstreamEvent[] = []): Promise<void> {
+  progress (job: JobActor, status: JobStatus, progress: number, events?: UpstreamEvent[]): Promise<void> {
     const r = job.row
-    const ev = job.route.recordsHistory ? events : []
+    const ev = job.route.recordsHistory && events !== undefined ? events : NONE
     if (status === r.status && ev.length === 0) {
       // A progress tick changes only this job's memory (written by the shard's flush): it needs
       // no turn in the account's mailbox (the job's own ticks never overlap, and every other
@@ -155,8 +169,10 @@ export class LiveJobs implements JobHost {
         })
       }
       this.a.deps.progress.delete(job.id)
-      Object.assign(r, { status, progress, updated_at: at })
-      this.emit(r)
+      r.status = status
+      r.progress = progress
+      r.updated_at = at
+      this.emitChange(job)
     })
   }
 
@@ -165,7 +181,7 @@ export class LiveJobs implements JobHost {
     if (!this.a.deps.progress.has(job.id)) this.a.deps.progress.set(job.id, { row: r, since: Date.now() })
     r.progress = progress
     r.updated_at = new Date()
-    this.emit(r)
+    this.emitChange(job)
   }
 
   /** A queued job (or one whose creation timed out) handed to its provider. */
@@ -179,7 +195,7 @@ export class LiveJobs implements JobHost {
         if (events.length && route.recordsHistory) await appendEvents(tx, events)
       })
       Object.assign(job.row, { status: 'submitted', provider: route.provider.name, provider_job_id: handle.id, upstream: handle, route: route.key, submitted_at: at, deadline_at: deadline, updated_at: at })
-      this.emit(job.row)
+      this.emitChange(job)
     })
   }
 

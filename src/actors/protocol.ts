@@ -1,5 +1,5 @@
 import type { Config } from '../config.js'
-import type { JobView } from '../jobs/view.js'
+import type { JobProgress, JobView } from '../jobs/view.js'
 import type { UpstreamState } from '../providers/upstream.js'
 import type { RouteState } from '../providers/registry.js'
 import type { AccountView, BatchItemView, BatchView, CreatedJobView, JobCaller, JobOrder } from '../domain.js'
@@ -72,6 +72,11 @@ export type ShardEvent =
   | { type: 'shard.ready'; shard: number }
   /** Every persisted change of a job (status, progress, terminal): feeds the read cache and SSE. */
   | { type: 'job.updated'; accountId: number; job: JobView }
+  /**
+   * A non-terminal change of a job whose full view was sent before (issue 12, lever 1): only
+   * status, progress and updated_at; the main thread patches it into its cached view.
+   */
+  | ({ type: 'job.progress'; accountId: number } & JobProgress)
 
 /** One postMessage carries one batch: requests, replies and events of one event-loop turn. */
 export interface Batch {

@@ -1,9 +1,10 @@
 import type { Q } from './connect.js'
 import { applyCredit } from './accounts.js'
 import { chargeAndInsertJob, finishJob, setFreeVideosUsed, insertImage, insertVideo, videoIdOfJob, type NewJob } from './jobs.js'
-import { enqueueJobEvent, enqueueJobEvents } from './outbox.js'
+import { enqueueJobEvent, eventBody } from './outbox.js'
 import { appendEvents, recordLateSuccess, setVideoMedia, type UpstreamEvent } from './upstream.js'
 import { viewOf, type JobRow } from '../jobs/view.js'
+import { newEventId } from '../jobs/id.js'
 
 /**
  * The job ledger (issue 12 point 1): every durable write that creates, charges, completes,
@@ -106,32 +107,71 @@ export async function endJob (tx: Q, r: JobRow, status: 'failed' | 'cancelled', 
 export interface Completion { row: JobRow; resultUrl: string; at: Date }
 
 /**
- * Many completions in one go (issue 12 point 4): one UPDATE of the jobs, then one SELECT of
- * webhooks and one INSERT each of delivery rows and images. Only for completions that record
- * nothing else (no upstream history, not a video: a video's library row carries media keyed by
- * its id); the group commit sends the others through completeJob. Returns the ids that were
- * completed now (a job already terminal is left alone and gets no rows).
+ * Many completions in ONE statement (issue 12): the UPDATE of the jobs, and from the rows it
+ * moved, the outbox rows (one per active registered webhook subscribed to job.completed, plus
+ * the job's own webhook_url) and the image library rows. Each job's event body is built here
+ * (it carries the final view); ids of delivery rows are drawn by PostgreSQL. One statement
+ * whose text never changes (arrays, not one VALUES row per item), so it is prepared once per
+ * connection. Only for completions that record nothing else (no upstream history, not a video:
+ * a video's library row carries media keyed by its id); the group commit sends the others
+ * through completeJob. Returns the ids completed now (a job already terminal is left alone and
+ * gets no rows).
  */
 export async function completeJobs (tx: Q, items: Completion[]): Promise<Set<string>> {
-  const updated = await tx<{ id: string }[]>`
-    UPDATE jobs SET status = 'completed', progress = 100, result_url = v.url, error_message = NULL, content_policy_violation = false,
-      credits_refunded = 0, updated_at = v.at, completed_at = v.at
-    FROM (SELECT * FROM unnest(${items.map(i => i.row.id)}::text[], ${items.map(i => i.resultUrl)}::text[], ${items.map(i => i.at.toISOString())}::timestamptz[]) AS t(id, url, at)) v
-    WHERE jobs.id = v.id AND jobs.status IN ('queued', 'submitted', 'processing')
-    RETURNING jobs.id`
-  const done = new Set(updated.map(u => u.id))
-  const now = items.filter(i => done.has(i.row.id))
-  if (now.length === 0) return done
-  const final = (i: Completion): JobRow => ({ ...i.row, status: 'completed', progress: 100, result_url: i.resultUrl, updated_at: i.at, completed_at: i.at })
-  const images = now.filter(i => i.row.type === 'image').map(i => ({
-    account_id: i.row.account_id, job_id: i.row.id, prompt: i.row.prompt, model: providerModel(i.row), model_id: i.row.model, image_url: i.resultUrl,
-    created_at: i.row.created_at, completed_at: i.at,
-  }))
-  await Promise.all([
-    enqueueJobEvents(tx, now.map(i => ({ accountId: i.row.account_id, job: viewOf(final(i)), perJob: webhookOf(i.row), at: i.at }))),
-    images.length ? tx`INSERT INTO images ${tx(images as any, 'account_id', 'job_id', 'prompt', 'model', 'model_id', 'image_url', 'created_at', 'completed_at')}` : null,
-  ])
-  return done
+  const n = items.length
+  const ids = new Array<string>(n)
+  const urls = new Array<string>(n)
+  const ats = new Array<string>(n)
+  const events = new Array<string>(n)
+  const bodies = new Array<string>(n)
+  const ownUrls = new Array<string | null>(n)
+  const ownSecrets = new Array<string | null>(n)
+  for (let k = 0; k < n; k++) {
+    const { row: r, resultUrl, at } = items[k]
+    const eventId = newEventId()
+    const own = webhookOf(r)
+    ids[k] = r.id
+    urls[k] = resultUrl
+    const iso = at.toISOString()
+    ats[k] = iso
+    events[k] = eventId
+    // The final view (viewOf returns a fresh object): what the job is once this commits.
+    const v = viewOf(r)
+    v.status = 'completed'
+    v.progress = 100
+    v.result_url = resultUrl
+    v.updated_at = iso
+    v.completed_at = iso
+    bodies[k] = eventBody(eventId, 'job.completed', v, at)
+    ownUrls[k] = own.url !== null && own.secret !== null ? own.url : null
+    ownSecrets[k] = own.url !== null && own.secret !== null ? own.secret : null
+  }
+  const done = await tx<{ id: string }[]>`
+    WITH v AS (
+      SELECT * FROM unnest(${ids}::text[], ${urls}::text[], ${ats}::timestamptz[], ${events}::text[], ${bodies}::text[], ${ownUrls}::text[], ${ownSecrets}::text[])
+        AS t(id, url, at, event_id, body, own_url, own_secret)
+    ), done AS (
+      UPDATE jobs SET status = 'completed', progress = 100, result_url = v.url, error_message = NULL, content_policy_violation = false,
+        credits_refunded = 0, updated_at = v.at, completed_at = v.at
+      FROM v WHERE jobs.id = v.id AND jobs.status IN ('queued', 'submitted', 'processing')
+      RETURNING jobs.id, jobs.account_id, jobs.type, jobs.prompt, jobs.model, jobs.provider, jobs.created_at, v.url, v.at, v.event_id, v.body, v.own_url, v.own_secret
+    ), outbox AS (
+      -- Delivery ids as src/db/outbox.ts draws them ('dlv_' + 16 base64url characters): 12
+      -- random bytes, from two random UUIDs without their version and variant bits.
+      INSERT INTO webhook_deliveries (id, event_id, account_id, webhook_id, job_id, event, url, secret, body)
+      SELECT 'dlv_' || translate(encode(substring(uuid_send(gen_random_uuid()) FROM 1 FOR 6) || substring(uuid_send(gen_random_uuid()) FROM 11 FOR 6), 'base64'), '+/', '-_'),
+        d.event_id, d.account_id, w.id, d.id, 'job.completed', w.url, w.secret, d.body
+      FROM done d JOIN webhooks w ON w.account_id = d.account_id AND w.active AND w.deleted_at IS NULL AND 'job.completed' = ANY(w.events)
+      UNION ALL
+      SELECT 'dlv_' || translate(encode(substring(uuid_send(gen_random_uuid()) FROM 1 FOR 6) || substring(uuid_send(gen_random_uuid()) FROM 11 FOR 6), 'base64'), '+/', '-_'),
+        d.event_id, d.account_id, NULL, d.id, 'job.completed', d.own_url, d.own_secret, d.body
+      FROM done d WHERE d.own_url IS NOT NULL
+    ), library AS (
+      INSERT INTO images (account_id, job_id, prompt, model, model_id, image_url, created_at, completed_at)
+      SELECT d.account_id, d.id, d.prompt, d.provider || '/' || d.model, d.model, d.url, d.created_at, d.at FROM done d WHERE d.type = 'image'
+    )
+    SELECT id FROM done`
+  return new Set(done.map(u => u.id))
 }
 
 // ---- reading the ledger ---------------------------------------------------------------------

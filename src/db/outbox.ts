@@ -33,37 +33,6 @@ export async function enqueueJobEvent (
   return rows.length
 }
 
-/**
- * enqueueJobEvent for many terminal jobs in two statements: one SELECT of the accounts'
- * subscribed webhooks, one INSERT of every delivery row. Returns the row count.
- */
-export async function enqueueJobEvents (tx: Q, events: Array<{
-  accountId: number; job: JobView; perJob: { url: string | null; secret: string | null }; at: Date
-}>): Promise<number> {
-  const due = events.filter(e => e.job.status === 'completed' || e.job.status === 'failed')
-  if (due.length === 0) return 0
-  const accounts = [...new Set(due.map(e => e.accountId))]
-  const hooks = await tx<{ id: number; account_id: number; url: string; secret: string; events: string[] }[]>`
-    SELECT id, account_id, url, secret, events FROM webhooks
-    WHERE account_id = ANY(${accounts}::bigint[]) AND active AND deleted_at IS NULL`
-  const rows = []
-  for (const e of due) {
-    const type: WebhookEvent = e.job.status === 'completed' ? 'job.completed' : 'job.failed'
-    const eventId = `evt_${randomBytes(12).toString('base64url')}`
-    const body = eventBody(eventId, type, e.job, e.at)
-    for (const h of hooks) {
-      if (h.account_id !== e.accountId || !h.events.includes(type)) continue
-      rows.push({ id: `dlv_${randomBytes(12).toString('base64url')}`, event_id: eventId, account_id: e.accountId, webhook_id: h.id as number | null, job_id: e.job.id, event: type, url: h.url, secret: h.secret, body })
-    }
-    if (e.perJob.url && e.perJob.secret) {
-      rows.push({ id: `dlv_${randomBytes(12).toString('base64url')}`, event_id: eventId, account_id: e.accountId, webhook_id: null, job_id: e.job.id, event: type, url: e.perJob.url, secret: e.perJob.secret, body })
-    }
-  }
-  if (rows.length === 0) return 0
-  await tx`INSERT INTO webhook_deliveries ${tx(rows as any, 'id', 'event_id', 'account_id', 'webhook_id', 'job_id', 'event', 'url', 'secret', 'body')}`
-  return rows.length
-}
-
 /** Outbox lag (age of the oldest due delivery, s) and pending rows (GET /metrics). */
 export async function outboxLag (sql: Q): Promise<{ lag: number | null; pending: number } | undefined> {
   const [r] = await sql<{ lag: number | null; pending: number }[]>`

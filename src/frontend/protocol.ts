@@ -1,6 +1,6 @@
 import type { MessagePort } from 'node:worker_threads'
 import type { Config } from '../config.js'
-import type { JobView } from '../jobs/view.js'
+import type { JobProgress, JobView } from '../jobs/view.js'
 import type { HistSnap } from '../worker-stats.js'
 import type { SharedLimitsInit } from './shared-limits.js'
 
@@ -78,6 +78,8 @@ export interface FrontendInit {
 /** The thread bus: what src/redis.ts carries between nodes, between the threads of one node. */
 export type ThreadMessage =
   | { t: 'job'; a: number; j: JobView }
+  /** A non-terminal change of a job whose full view was posted before (JobCache.progress). */
+  | { t: 'prog'; a: number; p: JobProgress }
   | { t: 'inv'; k: 'key' | 'account'; id: string }
   /** Shard `shard` of `n` restarted: forget live views of its accounts. */
   | { t: 'drop'; shard: number; n: number }

@@ -73,6 +73,7 @@ metering.peers = async (accountId) => { await rpc.call('metering.flush', { accou
 
 const bus = new ThreadBus(init.bus, (m) => {
   if (m.t === 'job') jobs.update(m.a, m.j)
+  else if (m.t === 'prog') jobs.progress(m.a, m.p)
   else if (m.t === 'drop') jobs.dropActive(a => a % m.n === m.shard)
   else if (m.k === 'key') auth.invalidateKey(m.id, false)
   else auth.invalidateAccount(Number(m.id), false)

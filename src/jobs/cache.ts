@@ -1,4 +1,4 @@
-import type { JobView } from './view.js'
+import type { JobProgress, JobView } from './view.js'
 import { TERMINAL } from './view.js'
 
 export interface CachedJob { accountId: number; view: JobView }
@@ -53,6 +53,41 @@ export class JobCache {
     this.put(view.id, accountId, view)
     this.evict()
     for (const l of this.listeners) l(accountId, view)
+  }
+
+  /**
+   * A non-terminal change from the owning shard (its compact `job.progress` event): a new
+   * view, the cached one with status, progress and updated_at replaced (a new object, so the
+   * body serialised for the old one is never served for it), stored and published like
+   * update(). Returns it, or null when the job is not cached (its view is then read from
+   * PostgreSQL on next use) or already terminal here (nothing after the end is applied).
+   */
+  progress (accountId: number, p: JobProgress): JobView | null {
+    const e = this.map.get(p.id)
+    if (e === undefined || e.accountId !== accountId || TERMINAL.has(e.view.status)) return null
+    const o = e.view
+    const view: JobView = {
+      id: o.id,
+      status: p.status,
+      type: o.type,
+      model: o.model,
+      prompt: o.prompt,
+      progress: p.progress,
+      credits_charged: o.credits_charged,
+      credits_refunded: o.credits_refunded,
+      estimated_seconds: o.estimated_seconds,
+      result_url: o.result_url,
+      error_message: o.error_message,
+      content_policy_violation: o.content_policy_violation,
+      created_at: o.created_at,
+      updated_at: p.updated_at,
+      completed_at: o.completed_at,
+    }
+    // Most recently written last (eviction order); its strings, so its bytes, are the same.
+    this.map.delete(p.id)
+    this.map.set(p.id, { accountId, view, bytes: e.bytes })
+    for (const l of this.listeners) l(accountId, view)
+    return view
   }
 
   /** A view read from the database: kept only if nothing newer is cached. */

@@ -5,10 +5,16 @@ import { randomFillSync } from 'node:crypto'
 const pool = Buffer.alloc(4092)
 let used = pool.length
 
-/** A new job id: `job_` + 96 random bits in base64url (SPEC.md 2.1: prefix `job_`). */
-export function newJobId (): string {
+/** `prefix` + 96 random bits in base64url, from the pool. */
+function randomId (prefix: string): string {
   if (used + 12 > pool.length) { randomFillSync(pool); used = 0 }
-  const id = `job_${pool.toString('base64url', used, used + 12)}`
+  const id = prefix + pool.toString('base64url', used, used + 12)
   used += 12
   return id
 }
+
+/** A new job id: `job_` + 96 random bits in base64url (SPEC.md 2.1: prefix `job_`). */
+export function newJobId (): string { return randomId('job_') }
+
+/** A new webhook event id (the delivery body's `id`, DESIGN.md 7): `evt_` + 96 random bits. */
+export function newEventId (): string { return randomId('evt_') }

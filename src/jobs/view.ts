@@ -26,6 +26,18 @@ export interface JobView {
   completed_at: string | null
 }
 
+/**
+ * What a non-terminal change (a status transition or a progress tick) changes in a job's
+ * view: the rest of JobView only changes when the job ends. Crosses from a shard to the front
+ * ends as the compact `job.progress` event and is patched into the cached view (JobCache.progress).
+ */
+export interface JobProgress {
+  id: string
+  status: JobStatus
+  progress: number
+  updated_at: string
+}
+
 /** A jobs row as stored (src/db/jobs.ts). */
 export interface JobRow {
   id: string

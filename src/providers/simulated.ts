@@ -65,6 +65,8 @@ export class SimulatedProvider implements RouteProvider {
   private readonly keys = new WeakMap<Buffer, string>()
   /** Keys known to be stored (or being stored) by this process. */
   private readonly stored = new Map<string, Promise<void>>()
+  /** Parsed handle ids (parsed()). */
+  private readonly handles = new WeakMap<UpstreamHandle, { started: number; duration: number; flags: string } | null>()
   private prefix = randomBytes(4).toString('hex')
   private seq = 0
   constructor (private readonly storage: Storage, private readonly simSpeed: number) {}
@@ -89,10 +91,9 @@ export class SimulatedProvider implements RouteProvider {
   }
 
   async status (handle: UpstreamHandle, job: ProviderJob): Promise<UpstreamState> {
-    const [, at, dur, flags] = handle.id.split('_')
-    const started = parseInt(at, 36)
-    const duration = parseInt(dur, 36)
-    if (!Number.isFinite(started) || !Number.isFinite(duration) || flags === undefined) return { state: 'failed', reason: `Unknown simulated job ${handle.id}`, contentPolicy: false }
+    const h = this.parsed(handle)
+    if (h === null) return { state: 'failed', reason: `Unknown simulated job ${handle.id}`, contentPolicy: false }
+    const { started, duration, flags } = h
     const elapsed = Date.now() - started
     if (flags.includes('f') && elapsed >= duration / 2) return { state: 'failed', reason: 'The provider failed to generate this job (simulated [sim:fail])', contentPolicy: false }
     if (flags.includes('p') && elapsed >= duration / 2) return { state: 'failed', reason: 'The provider flagged the output as violating its content policy', contentPolicy: true }
@@ -133,6 +134,18 @@ export class SimulatedProvider implements RouteProvider {
   }
 
   async cancel (): Promise<boolean> { return true }
+
+  /** What a handle's id says (start, duration, flags), parsed once per handle object: a job is polled ~10 times. */
+  private parsed (handle: UpstreamHandle): { started: number; duration: number; flags: string } | null {
+    let h = this.handles.get(handle)
+    if (h !== undefined) return h
+    const [, at, dur, flags] = handle.id.split('_')
+    const started = parseInt(at, 36)
+    const duration = parseInt(dur, 36)
+    h = !Number.isFinite(started) || !Number.isFinite(duration) || flags === undefined ? null : { started, duration, flags }
+    this.handles.set(handle, h)
+    return h
+  }
 
   /** A unique tail for handles: a random per-process prefix and a counter (no random call per job). */
   private uniq (): string {

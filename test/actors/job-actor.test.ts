@@ -162,3 +162,23 @@ t.test('a submission that never answers fails at the deadline', async (t) => {
   t.ok(await until(() => job.terminal, 2000), 'terminal')
   t.match(host.calls, [/deadline/])
 })
+
+t.test('polls wake on a 10 ms grid (a shard\'s due jobs poll in one timers phase), not at their own offsets', async (t) => {
+  // The wake-up time each poll timer is armed for (delays of a poll, >= 20 ms), read at arming.
+  const targets: number[] = []
+  const real = globalThis.setTimeout
+  globalThis.setTimeout = ((fn: () => void, ms?: number) => {
+    if (ms !== undefined && ms >= 20) targets.push(Date.now() + ms)
+    return real(fn, ms)
+  }) as typeof setTimeout
+  t.teardown(() => { globalThis.setTimeout = real })
+  // Start 6 ms past a grid line: without the grid every 20 ms poll would be armed off it.
+  while (Date.now() % 10 !== 6) await new Promise<void>(resolve => setImmediate(resolve))
+  const job = start(rowOf({ provider_job_id: 'p0' }), providerOf({ polls: 8 }), hostOf(0))
+  job.schedule()
+  t.ok(await until(() => job.terminal), 'the job completed')
+  globalThis.setTimeout = real
+  t.ok(targets.length >= 7, `${targets.length} polls armed`)
+  // (+1: the clock may tick between schedule() reading it and this wrapper reading it)
+  t.ok(targets.every(x => x % 10 <= 1), `every poll is armed for a grid line (${targets.map(x => x % 10).join(',')})`)
+})

@@ -121,3 +121,36 @@ t.test('status transitions of a batch are one UPDATE; a job already terminal is 
   const [c, p] = await sql<{ status: string; progress: number }[]>`SELECT status, progress FROM jobs WHERE id IN (${rows[2].id}, ${rows[0].id}) ORDER BY id DESC`
   t.same([c.status, p.progress], ['completed', 40])
 })
+
+t.test('one completion statement: delivery ids shaped dlv_ + 16 base64url, one event per job; NOTIFY only when outbox rows were inserted', async (t) => {
+  const hooked = await account(1000)
+  const plain = await account(1000)
+  await sql`INSERT INTO webhooks (account_id, url, secret, events) VALUES (${hooked}, 'https://hooks.example/1', 's1', ${['job.completed']}),
+    (${hooked}, 'https://hooks.example/2', 's2', ${['job.completed', 'job.failed']})`
+  const gc = new GroupCommit(sql)
+  const notes: number[] = []
+  const l = await sql.listen('webhook_deliveries', () => { notes.push(Date.now()) })
+  t.teardown(() => l.unlisten())
+  const rows = [row(hooked, 10), row(plain, 10), row(plain, 10)]
+  await Promise.all(rows.map(r => gc.create(r)))
+  const at = new Date()
+  // A batch of completions of the account without webhooks: no outbox row, no wake-up.
+  t.same(await Promise.all(rows.slice(1).map(r => gc.complete({ row: r, resultUrl: `https://files.example/${r.id}`, at }))), [true, true])
+  await new Promise(resolve => setTimeout(resolve, 300))
+  t.equal(notes.length, 0, 'no NOTIFY for a completion statement that inserted no outbox row')
+  t.same(await gc.complete({ row: rows[0], resultUrl: `https://files.example/${rows[0].id}`, at }), true)
+  const until = Date.now() + 5000
+  while (notes.length === 0 && Date.now() < until) await new Promise(resolve => setTimeout(resolve, 20))
+  t.equal(notes.length, 1, 'one NOTIFY once rows were inserted')
+  const dl = await sql<{ id: string; event_id: string; webhook_id: number; body: string }[]>`
+    SELECT id, event_id, webhook_id, body FROM webhook_deliveries WHERE job_id = ${rows[0].id} ORDER BY webhook_id`
+  t.equal(dl.length, 2, 'one row per subscribed webhook')
+  for (const d of dl) t.match(d.id, /^dlv_[A-Za-z0-9_-]{16}$/)
+  t.not(dl[0].id, dl[1].id)
+  t.equal(dl[0].event_id, dl[1].event_id, 'one event, delivered to each webhook')
+  t.match(dl[0].event_id, /^evt_[A-Za-z0-9_-]{16}$/)
+  const body = JSON.parse(dl[0].body)
+  t.same({ id: body.id, type: body.type, job: body.data.job.id, status: body.data.job.status, result: body.data.job.result_url, at: body.created_at },
+    { id: dl[0].event_id, type: 'job.completed', job: rows[0].id, status: 'completed', result: `https://files.example/${rows[0].id}`, at: at.toISOString() })
+  t.equal(body.data.job.completed_at, at.toISOString())
+})

@@ -9,6 +9,13 @@ import t from 'tap'
 import { priceAudio, priceVideo } from '../../src/catalog/pricing.js'
 import { CHROMIUM, launchChromium } from '../helpers/browser.js'
 import { ADMIN_TOKEN, startServer } from '../helpers/server.js'
+
+/** The form's price once it shows `want` (a re-render may land a frame after the select), else what it shows after 5 s. */
+async function priceShown (page: import('playwright-core').Page, want: string): Promise<string> {
+  const price = page.getByTestId('price')
+  await price.filter({ hasText: new RegExp(`^${want}$`) }).waitFor({ timeout: 5000 }).catch(() => {})
+  return price.innerText()
+}
 import { startReceiver } from '../fixtures/webhook-receiver.js'
 
 const OUT = 'test-output/dashboard'
@@ -122,10 +129,11 @@ if (!CHROMIUM) {
     await page.selectOption('select[name=model]', 'kling-3.0')
     await page.selectOption('select[name=mode]', 'pro')
     await page.selectOption('select[name=duration]', '10')
-    t.equal(await page.getByTestId('price').innerText(), `${priceVideo({ model: 'kling-3.0', mode: 'pro', duration: '10' })} credits`, 'price follows the options')
+    const proPrice = `${priceVideo({ model: 'kling-3.0', mode: 'pro', duration: '10' })} credits`
+    t.equal(await priceShown(page, proPrice), proPrice, 'price follows the options')
     await page.selectOption('select[name=model]', 'veo3-fast')
     const price = priceVideo({ model: 'veo3-fast' })
-    t.equal(await page.getByTestId('price').innerText(), `${price} credits`, 'the price is shown before submitting')
+    t.equal(await priceShown(page, `${price} credits`), `${price} credits`, 'the price is shown before submitting')
     await page.fill('textarea[name=prompt]', 'a paper boat on a rainy street')
     const listLoads = requests.filter(r => r.startsWith('/v1/jobs?')).length
     await page.getByRole('button', { name: 'Create video' }).click()
@@ -175,7 +183,7 @@ if (!CHROMIUM) {
     // completes and its preview image loads.
     await page.selectOption('select[name=kind]', 'image')
     await page.selectOption('select[name=model]', 'nano-banana')
-    t.equal(await page.getByTestId('price').innerText(), '10 credits')
+    t.equal(await priceShown(page, '10 credits'), '10 credits')
     await page.fill('textarea[name=prompt]', 'a lighthouse at dusk [sim:queue]')
     await page.getByRole('button', { name: 'Create image' }).click()
     const queued = page.locator('tr[data-job]').first()
@@ -196,7 +204,7 @@ if (!CHROMIUM) {
     // An instrumental music job: its style priced like the API, and the result plays.
     await page.selectOption('select[name=kind]', 'audio')
     await page.selectOption('select[name=model]', 'music')
-    t.equal(await page.getByTestId('price').innerText(), `${priceAudio({ model: 'music' })} credits`)
+    t.equal(await priceShown(page, `${priceAudio({ model: 'music' })} credits`), `${priceAudio({ model: 'music' })} credits`)
     await page.fill('textarea[name=prompt]', 'calm piano, rain outside')
     const imageId = await imageRow.getAttribute('data-job')
     await page.getByRole('button', { name: 'Create audio' }).click()

@@ -1,6 +1,7 @@
-import { Readable } from 'node:stream'
-import { pipeline } from 'node:stream/promises'
+import type { Writable } from 'node:stream'
+import { finished } from 'node:stream/promises'
 import type { Sql } from './connect.js'
+import { CopyBinary, field, textBytes } from './copy-binary.js'
 
 /** One metered request (SPEC.md 1.5: endpoint, status, credits, latency). */
 export interface MeterRow {
@@ -165,12 +166,6 @@ export class EndpointTable {
   }
 }
 
-/** COPY text format: backslash, tab, newline and carriage return are escaped; `\N` is NULL. */
-function copyText (v: string | null): string {
-  if (v === null) return '\\N'
-  return /[\\\t\n\r]/.test(v) ? v.replace(/[\\\t\n\r]/g, c => c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r') : v
-}
-
 interface Group { account_id: number; day: string; endpoint: string; requests: number; errors: number; credits: number; latency_ms_sum: number }
 
 /**
@@ -184,8 +179,8 @@ class Rollup {
   private day = ''
   private byLabel: Array<Map<number, Group> | undefined> = []
   private readonly labels: string[] = []
-  /** Per label: `method\tendpoint` escaped for COPY. */
-  readonly text: string[] = []
+  /** Per label: the method and endpoint columns as COPY binary fields, one buffer. */
+  readonly fields: Buffer[] = []
   private readonly epLabel: number[] = []
   private readonly sfxLabel = new Map<number, Map<string, number>>()
   private readonly byText = new Map<string, number>()
@@ -198,7 +193,7 @@ class Rollup {
     if (id === undefined) {
       id = this.labels.length
       this.labels.push(label)
-      this.text.push(`${copyText(method)}\t${copyText(endpoint)}`)
+      this.fields.push(Buffer.concat([field(method), field(endpoint)]))
       this.byText.set(label, id)
     }
     return id
@@ -238,45 +233,76 @@ class Rollup {
   }
 }
 
-/**
- * A latency as COPY text: whole microseconds as `<µs>e-3` (a small integer prints from V8's
- * number-string cache; a double's shortest form costs far more per row). request_log keeps
- * latency_ms as `real` anyway; the rollup sums the unrounded values.
- */
-function latencyText (ms: number): string {
-  const us = Math.round(ms * 1000)
-  return Number.isSafeInteger(us) ? `${us}e-3` : String(ms)
+/** Days as `YYYY-MM-DD`, by day number since 1970 (one Date per day, not per row). */
+const MS_PER_DAY = 86_400_000
+let lastDayNum = NaN
+let lastDay = ''
+function dayOf (ms: number): string {
+  const d = Math.floor(ms / MS_PER_DAY)
+  if (d !== lastDayNum) { lastDayNum = d; lastDay = new Date(d * MS_PER_DAY).toISOString().slice(0, 10) }
+  return lastDay
 }
 
+/** Bytes of one row besides its text fields: count, 9 length words, 3 int64, 2 int32, 1 float4. */
+const ROW_FIXED = 2 + 9 * 4 + 3 * 8 + 2 * 4 + 4
+
 /**
- * One pass over the rows: COPY text in chunks of about 64 KB (~600 rows) for request_log, and
- * the per-account daily rollup. A busy second buffers tens of thousands of rows; the event
- * loop gets a turn between chunks so serving requests is never held up for the whole batch.
+ * Encodes rows from `from` on into `w` (request_log in PostgreSQL's binary COPY format,
+ * src/db/copy-binary.ts: numbers and times written as bytes, no per-row string; issue 13) and
+ * folds them into the rollup, until about `chunk` bytes are written; returns the next row.
+ * Latencies are kept to the microsecond (request_log.latency_ms is a `real`); the rollup sums
+ * the unrounded values.
  */
-async function* copyChunks (c: MeterColumns, roll: Rollup): AsyncGenerator<string> {
-  let s = ''
-  let lastMs = NaN
-  let at = ''
-  let day = ''
-  const genPrefix = `req_${c.reqPrefix}`
-  for (let i = 0; i < c.length; i++) {
+function encodeRows (c: MeterColumns, roll: Rollup, w: CopyBinary, genPrefix: Buffer, from: number, chunk: number): number {
+  const idBytes = 4 + genPrefix.length + 11
+  let i = from
+  for (; i < c.length && w.pos < chunk; i++) {
     const ms = c.at[i]
-    if (ms !== lastMs) { lastMs = ms; at = new Date(ms).toISOString(); day = at.slice(0, 10) }
     const acct = c.account[i]
-    const key = c.key[i]
-    const hasAcct = !Number.isNaN(acct)
     const n = c.reqNum[i]
-    const rid = Number.isNaN(n) ? copyText(c.reqStr[i]) : genPrefix + n.toString(36)
     const label = roll.labelOf(c, i)
-    s += `${at}\t${hasAcct ? acct : '\\N'}\t${Number.isNaN(key) ? '\\N' : key}\t${roll.text[label]}\t${c.status[i]}\t${c.credits[i]}\t${latencyText(c.latency[i])}\t${rid}\n`
-    if (hasAcct) roll.add(day, acct, label, c.status[i], c.credits[i], c.latency[i])
-    if (s.length >= 65536) {
-      yield s
-      s = ''
-      await new Promise<void>(resolve => setImmediate(resolve))
-    }
+    const lf = roll.fields[label]
+    const own = Number.isNaN(n) ? c.reqStr[i] : null
+    w.row(9, ROW_FIXED + lf.length + (own === null ? idBytes : textBytes(own)))
+    w.timestamp(ms)
+    w.int64(acct)
+    w.int64(c.key[i])
+    w.raw(lf)
+    w.int32(c.status[i])
+    w.int32(c.credits[i])
+    w.float4(Math.round(c.latency[i] * 1000) / 1000)
+    if (own !== null) w.text(own)
+    else if (Number.isNaN(n)) w.null()
+    else w.textBase36(genPrefix, n)
+    if (!Number.isNaN(acct)) roll.add(dayOf(ms), acct, label, c.status[i], c.credits[i], c.latency[i])
   }
-  if (s) yield s
+  return i
+}
+
+/** About 64 KB of COPY data per write (~500 rows): the event loop gets a turn between writes. */
+const CHUNK = 65536
+
+/**
+ * Streams the rows into `copy` in chunks, one encode buffer reused: each chunk is written only
+ * once the previous one was handed to the socket (postgres.js copies a chunk into its message
+ * as it writes it), so a busy second's tens of thousands of rows never hold the event loop
+ * for the whole batch.
+ */
+async function copyRows (c: MeterColumns, roll: Rollup, copy: Writable): Promise<void> {
+  const w = new CopyBinary(CHUNK + 8192)
+  const genPrefix = Buffer.from(`req_${c.reqPrefix}`)
+  w.header()
+  let i = 0
+  for (;;) {
+    i = encodeRows(c, roll, w, genPrefix, i, CHUNK)
+    if (i >= c.length) w.trailer()
+    const bytes = w.buf.subarray(0, w.pos)
+    await new Promise<void>((resolve, reject) => { copy.write(bytes, (err) => { if (err) reject(err); else resolve() }) })
+    w.pos = 0
+    if (i >= c.length) break
+  }
+  copy.end()
+  await finished(copy)
 }
 
 /**
@@ -291,8 +317,8 @@ export async function writeMeterBatch (sql: Sql, batch: MeterRow[] | MeterColumn
     // Every request is a row (SPEC.md 1.5), thousands per second under load: COPY costs a
     // fraction of a multi-row INSERT on both sides (no per-parameter Bind encoding and parsing)
     // and has no parameter limit.
-    const copy = await tx`COPY request_log (at, account_id, key_id, method, endpoint, status, credits, latency_ms, request_id) FROM STDIN`.writable()
-    await pipeline(Readable.from(copyChunks(cols, roll)), copy)
+    const copy = await tx`COPY request_log (at, account_id, key_id, method, endpoint, status, credits, latency_ms, request_id) FROM STDIN (FORMAT binary)`.writable()
+    await copyRows(cols, roll, copy)
     // The rollup as seven arrays (one parameter each, unnested by PostgreSQL): binding 7
     // parameters per group cost as much client CPU as building the COPY text of the rows.
     const g = roll.groups
@@ -314,4 +340,14 @@ export async function writeMeterBatch (sql: Sql, batch: MeterRow[] | MeterColumn
 export async function pruneMetering (sql: Sql, retentionDays: number): Promise<number> {
   const r = await sql`DELETE FROM request_log WHERE at < now() - make_interval(days => ${retentionDays})`
   return r.count
+}
+
+/** Bench only: encodes `c` as the flush would and returns the byte count. */
+export function __encodeForBench (c: MeterColumns): number {
+  const w = new CopyBinary(CHUNK + 8192)
+  const roll = new Rollup(c.endpoints)
+  const p = Buffer.from(`req_${c.reqPrefix}`)
+  let n = 0
+  for (let i = 0; i < c.length;) { i = encodeRows(c, roll, w, p, i, CHUNK); n += w.pos; w.pos = 0 }
+  return n
 }

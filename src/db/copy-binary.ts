@@ -61,6 +61,11 @@ export class CopyBinary {
     d.setInt32(this.pos, 4); d.setFloat32(this.pos + 4, v); this.pos += 8
   }
 
+  float8 (v: number): void {
+    const d = this.dv
+    d.setInt32(this.pos, 8); d.setFloat64(this.pos + 4, v); this.pos += 12
+  }
+
   /** Bytes already in field form (length prefix included, see `field`). */
   raw (bytes: Uint8Array): void { this.buf.set(bytes, this.pos); this.pos += bytes.length }
 

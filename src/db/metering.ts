@@ -1,7 +1,8 @@
 import type { Writable } from 'node:stream'
 import { finished } from 'node:stream/promises'
 import type { Sql } from './connect.js'
-import { CopyBinary, field, textBytes } from './copy-binary.js'
+import { CopyBinary, textBytes } from './copy-binary.js'
+import { labelsOf, RollupGroups, type MeterLabels } from './meter-rollup.js'
 
 /** One metered request (SPEC.md 1.5: endpoint, status, credits, latency). */
 export interface MeterRow {
@@ -166,82 +167,7 @@ export class EndpointTable {
   }
 }
 
-interface Group { account_id: number; day: string; endpoint: string; requests: number; errors: number; credits: number; latency_ms_sum: number }
-
-/**
- * The per-account daily rollup of one flush, folded without a string per row (issue 13: the
- * flush runs on the main thread between requests). Each distinct endpoint label of the flush
- * gets a small number: an interned endpoint's once, a suffixed one's per suffix string (the
- * same string objects row after row, so their hashes are cached), a raw one's per label.
- */
-class Rollup {
-  readonly groups: Group[] = []
-  private day = ''
-  private byLabel: Array<Map<number, Group> | undefined> = []
-  private readonly labels: string[] = []
-  /** Per label: the method and endpoint columns as COPY binary fields, one buffer. */
-  readonly fields: Buffer[] = []
-  private readonly epLabel: number[] = []
-  private readonly sfxLabel = new Map<number, Map<string, number>>()
-  private readonly byText = new Map<string, number>()
-
-  constructor (private readonly endpoints: EndpointTable) {}
-
-  /** One number per label text: a suffixed row and a raw row may name the same endpoint. */
-  private label (label: string, method: string, endpoint: string): number {
-    let id = this.byText.get(label)
-    if (id === undefined) {
-      id = this.labels.length
-      this.labels.push(label)
-      this.fields.push(Buffer.concat([field(method), field(endpoint)]))
-      this.byText.set(label, id)
-    }
-    return id
-  }
-
-  /** The label number of row `i` of `c`. */
-  labelOf (c: MeterColumns, i: number): number {
-    const ep = c.ep[i]
-    const e = this.endpoints
-    if (ep >= 0 && !e.suffixed[ep]) return (this.epLabel[ep] ??= this.label(e.label[ep], e.method[ep], e.path[ep]))
-    const tail = c.rawEndpoint[i]!
-    if (ep >= 0) {
-      let m = this.sfxLabel.get(ep)
-      if (m === undefined) this.sfxLabel.set(ep, m = new Map())
-      let id = m.get(tail)
-      if (id === undefined) m.set(tail, id = this.label(e.label[ep] + tail, e.method[ep], e.path[ep] + tail))
-      return id
-    }
-    const method = c.rawMethod[i]!
-    return this.label(`${method} ${tail}`, method, tail)
-  }
-
-  add (day: string, account: number, label: number, status: number, credits: number, latency: number): void {
-    if (day !== this.day) { this.day = day; this.byLabel = [] }
-    let m = this.byLabel[label]
-    if (m === undefined) this.byLabel[label] = m = new Map()
-    let g = m.get(account)
-    if (g === undefined) {
-      g = { account_id: account, day, endpoint: this.labels[label], requests: 0, errors: 0, credits: 0, latency_ms_sum: 0 }
-      m.set(account, g)
-      this.groups.push(g)
-    }
-    g.requests++
-    if (status >= 400) g.errors++
-    g.credits += credits
-    g.latency_ms_sum += latency
-  }
-}
-
-/** Days as `YYYY-MM-DD`, by day number since 1970 (one Date per day, not per row). */
 const MS_PER_DAY = 86_400_000
-let lastDayNum = NaN
-let lastDay = ''
-function dayOf (ms: number): string {
-  const d = Math.floor(ms / MS_PER_DAY)
-  if (d !== lastDayNum) { lastDayNum = d; lastDay = new Date(d * MS_PER_DAY).toISOString().slice(0, 10) }
-  return lastDay
-}
 
 /** Bytes of one row besides its text fields: count, 9 length words, 3 int64, 2 int32, 1 float4. */
 const ROW_FIXED = 2 + 9 * 4 + 3 * 8 + 2 * 4 + 4
@@ -253,15 +179,15 @@ const ROW_FIXED = 2 + 9 * 4 + 3 * 8 + 2 * 4 + 4
  * Latencies are kept to the microsecond (request_log.latency_ms is a `real`); the rollup sums
  * the unrounded values.
  */
-function encodeRows (c: MeterColumns, roll: Rollup, w: CopyBinary, genPrefix: Buffer, from: number, chunk: number): number {
+function encodeRows (c: MeterColumns, labels: MeterLabels, roll: RollupGroups, w: CopyBinary, genPrefix: Buffer, from: number, chunk: number): number {
   const idBytes = 4 + genPrefix.length + 11
   let i = from
   for (; i < c.length && w.pos < chunk; i++) {
     const ms = c.at[i]
     const acct = c.account[i]
     const n = c.reqNum[i]
-    const label = roll.labelOf(c, i)
-    const lf = roll.fields[label]
+    const label = labels.of(c, i)
+    const lf = labels.fields[label]
     const own = Number.isNaN(n) ? c.reqStr[i] : null
     w.row(9, ROW_FIXED + lf.length + (own === null ? idBytes : textBytes(own)))
     w.timestamp(ms)
@@ -274,7 +200,7 @@ function encodeRows (c: MeterColumns, roll: Rollup, w: CopyBinary, genPrefix: Bu
     if (own !== null) w.text(own)
     else if (Number.isNaN(n)) w.null()
     else w.textBase36(genPrefix, n)
-    if (!Number.isNaN(acct)) roll.add(dayOf(ms), acct, label, c.status[i], c.credits[i], c.latency[i])
+    if (!Number.isNaN(acct)) roll.add(Math.floor(ms / MS_PER_DAY), acct, label, c.status[i], c.credits[i], c.latency[i])
   }
   return i
 }
@@ -288,13 +214,13 @@ const CHUNK = 65536
  * as it writes it), so a busy second's tens of thousands of rows never hold the event loop
  * for the whole batch.
  */
-async function copyRows (c: MeterColumns, roll: Rollup, copy: Writable): Promise<void> {
+async function copyRows (c: MeterColumns, labels: MeterLabels, roll: RollupGroups, copy: Writable): Promise<void> {
   const w = new CopyBinary(CHUNK + 8192)
   const genPrefix = Buffer.from(`req_${c.reqPrefix}`)
   w.header()
   let i = 0
   for (;;) {
-    i = encodeRows(c, roll, w, genPrefix, i, CHUNK)
+    i = encodeRows(c, labels, roll, w, genPrefix, i, CHUNK)
     if (i >= c.length) w.trailer()
     const bytes = w.buf.subarray(0, w.pos)
     await new Promise<void>((resolve, reject) => { copy.write(bytes, (err) => { if (err) reject(err); else resolve() }) })
@@ -312,29 +238,39 @@ async function copyRows (c: MeterColumns, roll: Rollup, copy: Writable): Promise
 export async function writeMeterBatch (sql: Sql, batch: MeterRow[] | MeterColumns): Promise<void> {
   const cols = Array.isArray(batch) ? MeterColumns.fromRows(batch) : batch
   if (cols.length === 0) return
-  const roll = new Rollup(cols.endpoints)
-  await sql.begin(async (tx) => {
-    // Every request is a row (SPEC.md 1.5), thousands per second under load: COPY costs a
-    // fraction of a multi-row INSERT on both sides (no per-parameter Bind encoding and parsing)
-    // and has no parameter limit.
-    const copy = await tx`COPY request_log (at, account_id, key_id, method, endpoint, status, credits, latency_ms, request_id) FROM STDIN (FORMAT binary)`.writable()
-    await copyRows(cols, roll, copy)
-    // The rollup as seven arrays (one parameter each, unnested by PostgreSQL): binding 7
-    // parameters per group cost as much client CPU as building the COPY text of the rows.
-    const g = roll.groups
-    if (g.length === 0) return
-    await tx`
-      INSERT INTO usage_daily (account_id, day, endpoint, requests, errors, credits, latency_ms_sum)
-      SELECT * FROM unnest(
-        ${g.map(x => x.account_id)}::bigint[], ${g.map(x => x.day)}::date[], ${g.map(x => x.endpoint)}::text[],
-        ${g.map(x => x.requests)}::bigint[], ${g.map(x => x.errors)}::bigint[], ${g.map(x => x.credits)}::bigint[],
-        ${g.map(x => x.latency_ms_sum)}::float8[])
-      ON CONFLICT (account_id, day, endpoint) DO UPDATE SET
-        requests = usage_daily.requests + excluded.requests,
-        errors = usage_daily.errors + excluded.errors,
-        credits = usage_daily.credits + excluded.credits,
-        latency_ms_sum = usage_daily.latency_ms_sum + excluded.latency_ms_sum`
-  })
+  const labels = labelsOf(cols.endpoints)
+  labels.trim()
+  labels.users++
+  try {
+    const roll = new RollupGroups()
+    await sql.begin(async (tx) => {
+      // Every request is a row (SPEC.md 1.5), thousands per second under load: COPY costs a
+      // fraction of a multi-row INSERT on both sides (no per-parameter Bind encoding and parsing)
+      // and has no parameter limit.
+      const copy = await tx`COPY request_log (at, account_id, key_id, method, endpoint, status, credits, latency_ms, request_id) FROM STDIN (FORMAT binary)`.writable()
+      await copyRows(cols, labels, roll, copy)
+      if (roll.length === 0) return
+      // The rollup through a session-local staging table filled by binary COPY: as arrays bound
+      // to one INSERT, postgres.js built a string per value (~2 MB of short-lived heap per
+      // flush of 1000 groups). The table is emptied at every commit.
+      await tx`CREATE TEMP TABLE IF NOT EXISTS usage_stage (
+        account_id bigint, day date, endpoint text, requests bigint, errors bigint, credits bigint, latency_ms_sum float8
+      ) ON COMMIT DELETE ROWS`
+      const stage = await tx`COPY usage_stage FROM STDIN (FORMAT binary)`.writable()
+      stage.end(roll.encode(labels))
+      await finished(stage)
+      await tx`
+        INSERT INTO usage_daily (account_id, day, endpoint, requests, errors, credits, latency_ms_sum)
+        SELECT account_id, day, endpoint, requests, errors, credits, latency_ms_sum FROM usage_stage
+        ON CONFLICT (account_id, day, endpoint) DO UPDATE SET
+          requests = usage_daily.requests + excluded.requests,
+          errors = usage_daily.errors + excluded.errors,
+          credits = usage_daily.credits + excluded.credits,
+          latency_ms_sum = usage_daily.latency_ms_sum + excluded.latency_ms_sum`
+    })
+  } finally {
+    labels.users--
+  }
 }
 
 export async function pruneMetering (sql: Sql, retentionDays: number): Promise<number> {
@@ -345,9 +281,9 @@ export async function pruneMetering (sql: Sql, retentionDays: number): Promise<n
 /** Bench only: encodes `c` as the flush would and returns the byte count. */
 export function __encodeForBench (c: MeterColumns): number {
   const w = new CopyBinary(CHUNK + 8192)
-  const roll = new Rollup(c.endpoints)
+  const roll = new RollupGroups()
   const p = Buffer.from(`req_${c.reqPrefix}`)
   let n = 0
-  for (let i = 0; i < c.length;) { i = encodeRows(c, roll, w, p, i, CHUNK); n += w.pos; w.pos = 0 }
-  return n
+  for (let i = 0; i < c.length;) { i = encodeRows(c, labelsOf(c.endpoints), roll, w, p, i, CHUNK); n += w.pos; w.pos = 0 }
+  return n + roll.encode(labelsOf(c.endpoints)).length
 }

@@ -122,11 +122,18 @@ export class Authenticator {
    */
   private fresh<K, V> (map: ByteLru<K, Cached<V>>, k: K, c: Cached<V> | undefined, now: number, load: (k: K) => Promise<V>): boolean {
     if (!c || now - c.at >= this.ttlMs) return false
-    if (now - c.at >= this.ttlMs / 2 && !c.reloading) {
-      c.reloading = true
-      load(k).then((v) => { if (map.get(k) === c && v !== null) map.set(k, { v, at: now }) }, () => {}).finally(() => { c.reloading = false })
-    }
+    if (now - c.at >= this.ttlMs / 2 && !c.reloading) this.reload(map, k, c, now, load)
     return true
+  }
+
+  /**
+   * The background reload of `fresh`, in its own function: variables captured by a closure
+   * live in a context object made at every entry of the function that declares them, so with
+   * the closures in `fresh` each request allocated one (~180 bytes a request, issue 13).
+   */
+  private reload<K, V> (map: ByteLru<K, Cached<V>>, k: K, c: Cached<V>, now: number, load: (k: K) => Promise<V>): void {
+    c.reloading = true
+    load(k).then((v) => { if (map.get(k) === c && v !== null) map.set(k, { v, at: now }) }, () => {}).finally(() => { c.reloading = false })
   }
 
   async account (id: number): Promise<AccountFlags | null> {

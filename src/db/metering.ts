@@ -277,13 +277,3 @@ export async function pruneMetering (sql: Sql, retentionDays: number): Promise<n
   const r = await sql`DELETE FROM request_log WHERE at < now() - make_interval(days => ${retentionDays})`
   return r.count
 }
-
-/** Bench only: encodes `c` as the flush would and returns the byte count. */
-export function __encodeForBench (c: MeterColumns): number {
-  const w = new CopyBinary(CHUNK + 8192)
-  const roll = new RollupGroups()
-  const p = Buffer.from(`req_${c.reqPrefix}`)
-  let n = 0
-  for (let i = 0; i < c.length;) { i = encodeRows(c, labelsOf(c.endpoints), roll, w, p, i, CHUNK); n += w.pos; w.pos = 0 }
-  return n + roll.encode(labelsOf(c.endpoints)).length
-}

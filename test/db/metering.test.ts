@@ -3,6 +3,7 @@ import t from 'tap'
 import { connect } from '../../src/db/connect.js'
 import { EndpointTable, MeterColumns, writeMeterBatch, type MeterRow } from '../../src/db/metering.js'
 import { migrate } from '../../src/db/migrate.js'
+import { labelsOf, MAX_LABELS } from '../../src/db/meter-rollup.js'
 import { freshDatabase } from '../helpers/db.js'
 
 const sql = connect(await freshDatabase(t), { max: 2 })
@@ -83,4 +84,32 @@ t.test('every column survives the binary COPY exactly: big ids, NULLs, times to 
   t.same([last.account_id, last.key_id, last.method, last.endpoint, last.status, last.latency_ms], [null, '3', 'PATCH', '/v1/old', 500, 12.5])
   const [d] = await sql<{ requests: number; credits: number }[]>`SELECT requests::int, credits::int FROM usage_daily WHERE account_id = ${big}`
   t.same([d.requests, d.credits], [counters.length, 7 * counters.length])
+})
+
+t.test('endpoint labels are kept across flushes, one per text, and dropped between flushes once past their bound', async (t) => {
+  const endpoints = new EndpointTable()
+  const jobs = endpoints.id('GET', '/v1/jobs/', true)
+  const labels = labelsOf(endpoints)
+  t.equal(labelsOf(endpoints), labels, 'one table per EndpointTable')
+  const c = new MeterColumns(16, endpoints, 'cafe')
+  c.push(0, 1, 1, jobs, 'GET', 'job_a', 200, 0, 1, 1, null)
+  c.push(0, 1, 1, -1, 'GET', '/v1/jobs/job_a', 404, 0, 1, NaN, 'x')
+  c.push(0, 1, 1, jobs, 'GET', 'job_b', 200, 0, 1, 2, null)
+  t.same([labels.of(c, 0), labels.of(c, 1), labels.of(c, 2)], [0, 0, 1], 'a suffixed row and a raw row naming the same path share a number')
+  const n = labels.size
+  for (let i = 0; i < 3; i++) labels.of(c, i)
+  t.equal(labels.size, n, 'the same rows again add nothing')
+  const many = new MeterColumns(MAX_LABELS + 1, endpoints, 'cafe')
+  for (let i = 0; i <= MAX_LABELS; i++) many.push(0, 1, 1, jobs, 'GET', `job_${i}`, 200, 0, 1, i, null)
+  for (let i = 0; i < many.length; i++) labels.of(many, i)
+  t.ok(labels.size > MAX_LABELS)
+  labels.users++
+  labels.trim()
+  t.ok(labels.size > MAX_LABELS, 'not while a flush holds numbers')
+  labels.users--
+  labels.trim()
+  t.equal(labels.size, 0, 'dropped between flushes')
+  await writeMeterBatch(sql, c)
+  const [{ n: daily }] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM usage_daily WHERE endpoint LIKE 'GET /v1/jobs/job_%' AND account_id = 1`
+  t.equal(daily, 2, 'the numbers made after the drop still write the right rollup')
 })

@@ -66,10 +66,14 @@ s.register(route)
 
 let cur = reqs[0]
 let bytes = 0
+// uWS hands every header and parameter over as a new string: so does the stand-in (the
+// handler's hash lookups then work on strings they have not seen, as in the service).
+const scratch = Buffer.alloc(256)
+const fresh = (s: string) => scratch.toString('latin1', 0, scratch.write(s, 0, 'latin1'))
 const req = {
   getQuery: () => undefined,
-  getHeader: (h: string) => h === 'x-api-key' ? cur.key : h === 'accept' ? '*/*' : '',
-  getParameter: () => cur.id,
+  getHeader: (h: string) => h === 'x-api-key' ? fresh(cur.key) : h === 'accept' ? fresh('*/*') : '',
+  getParameter: () => fresh(cur.id),
   getUrl: () => cur.url,
 }
 const res = {

@@ -1,6 +1,8 @@
-import { Readable } from 'node:stream'
-import { pipeline } from 'node:stream/promises'
+import type { Writable } from 'node:stream'
+import { finished } from 'node:stream/promises'
 import type { Sql } from './connect.js'
+import { CopyBinary, textBytes } from './copy-binary.js'
+import { labelsOf, RollupGroups, type MeterLabels } from './meter-rollup.js'
 
 /** One metered request (SPEC.md 1.5: endpoint, status, credits, latency). */
 export interface MeterRow {
@@ -165,118 +167,68 @@ export class EndpointTable {
   }
 }
 
-/** COPY text format: backslash, tab, newline and carriage return are escaped; `\N` is NULL. */
-function copyText (v: string | null): string {
-  if (v === null) return '\\N'
-  return /[\\\t\n\r]/.test(v) ? v.replace(/[\\\t\n\r]/g, c => c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r') : v
-}
+const MS_PER_DAY = 86_400_000
 
-interface Group { account_id: number; day: string; endpoint: string; requests: number; errors: number; credits: number; latency_ms_sum: number }
+/** Bytes of one row besides its text fields: count, 9 length words, 3 int64, 2 int32, 1 float4. */
+const ROW_FIXED = 2 + 9 * 4 + 3 * 8 + 2 * 4 + 4
 
 /**
- * The per-account daily rollup of one flush, folded without a string per row (issue 13: the
- * flush runs on the main thread between requests). Each distinct endpoint label of the flush
- * gets a small number: an interned endpoint's once, a suffixed one's per suffix string (the
- * same string objects row after row, so their hashes are cached), a raw one's per label.
+ * Encodes rows from `from` on into `w` (request_log in PostgreSQL's binary COPY format,
+ * src/db/copy-binary.ts: numbers and times written as bytes, no per-row string; issue 13) and
+ * folds them into the rollup, until about `chunk` bytes are written; returns the next row.
+ * Latencies are kept to the microsecond (request_log.latency_ms is a `real`); the rollup sums
+ * the unrounded values.
  */
-class Rollup {
-  readonly groups: Group[] = []
-  private day = ''
-  private byLabel: Array<Map<number, Group> | undefined> = []
-  private readonly labels: string[] = []
-  /** Per label: `method\tendpoint` escaped for COPY. */
-  readonly text: string[] = []
-  private readonly epLabel: number[] = []
-  private readonly sfxLabel = new Map<number, Map<string, number>>()
-  private readonly byText = new Map<string, number>()
-
-  constructor (private readonly endpoints: EndpointTable) {}
-
-  /** One number per label text: a suffixed row and a raw row may name the same endpoint. */
-  private label (label: string, method: string, endpoint: string): number {
-    let id = this.byText.get(label)
-    if (id === undefined) {
-      id = this.labels.length
-      this.labels.push(label)
-      this.text.push(`${copyText(method)}\t${copyText(endpoint)}`)
-      this.byText.set(label, id)
-    }
-    return id
-  }
-
-  /** The label number of row `i` of `c`. */
-  labelOf (c: MeterColumns, i: number): number {
-    const ep = c.ep[i]
-    const e = this.endpoints
-    if (ep >= 0 && !e.suffixed[ep]) return (this.epLabel[ep] ??= this.label(e.label[ep], e.method[ep], e.path[ep]))
-    const tail = c.rawEndpoint[i]!
-    if (ep >= 0) {
-      let m = this.sfxLabel.get(ep)
-      if (m === undefined) this.sfxLabel.set(ep, m = new Map())
-      let id = m.get(tail)
-      if (id === undefined) m.set(tail, id = this.label(e.label[ep] + tail, e.method[ep], e.path[ep] + tail))
-      return id
-    }
-    const method = c.rawMethod[i]!
-    return this.label(`${method} ${tail}`, method, tail)
-  }
-
-  add (day: string, account: number, label: number, status: number, credits: number, latency: number): void {
-    if (day !== this.day) { this.day = day; this.byLabel = [] }
-    let m = this.byLabel[label]
-    if (m === undefined) this.byLabel[label] = m = new Map()
-    let g = m.get(account)
-    if (g === undefined) {
-      g = { account_id: account, day, endpoint: this.labels[label], requests: 0, errors: 0, credits: 0, latency_ms_sum: 0 }
-      m.set(account, g)
-      this.groups.push(g)
-    }
-    g.requests++
-    if (status >= 400) g.errors++
-    g.credits += credits
-    g.latency_ms_sum += latency
-  }
-}
-
-/**
- * A latency as COPY text: whole microseconds as `<µs>e-3` (a small integer prints from V8's
- * number-string cache; a double's shortest form costs far more per row). request_log keeps
- * latency_ms as `real` anyway; the rollup sums the unrounded values.
- */
-function latencyText (ms: number): string {
-  const us = Math.round(ms * 1000)
-  return Number.isSafeInteger(us) ? `${us}e-3` : String(ms)
-}
-
-/**
- * One pass over the rows: COPY text in chunks of about 64 KB (~600 rows) for request_log, and
- * the per-account daily rollup. A busy second buffers tens of thousands of rows; the event
- * loop gets a turn between chunks so serving requests is never held up for the whole batch.
- */
-async function* copyChunks (c: MeterColumns, roll: Rollup): AsyncGenerator<string> {
-  let s = ''
-  let lastMs = NaN
-  let at = ''
-  let day = ''
-  const genPrefix = `req_${c.reqPrefix}`
-  for (let i = 0; i < c.length; i++) {
+function encodeRows (c: MeterColumns, labels: MeterLabels, roll: RollupGroups, w: CopyBinary, genPrefix: Buffer, from: number, chunk: number): number {
+  const idBytes = 4 + genPrefix.length + 11
+  let i = from
+  for (; i < c.length && w.pos < chunk; i++) {
     const ms = c.at[i]
-    if (ms !== lastMs) { lastMs = ms; at = new Date(ms).toISOString(); day = at.slice(0, 10) }
     const acct = c.account[i]
-    const key = c.key[i]
-    const hasAcct = !Number.isNaN(acct)
     const n = c.reqNum[i]
-    const rid = Number.isNaN(n) ? copyText(c.reqStr[i]) : genPrefix + n.toString(36)
-    const label = roll.labelOf(c, i)
-    s += `${at}\t${hasAcct ? acct : '\\N'}\t${Number.isNaN(key) ? '\\N' : key}\t${roll.text[label]}\t${c.status[i]}\t${c.credits[i]}\t${latencyText(c.latency[i])}\t${rid}\n`
-    if (hasAcct) roll.add(day, acct, label, c.status[i], c.credits[i], c.latency[i])
-    if (s.length >= 65536) {
-      yield s
-      s = ''
-      await new Promise<void>(resolve => setImmediate(resolve))
-    }
+    const label = labels.of(c, i)
+    const lf = labels.fields[label]
+    const own = Number.isNaN(n) ? c.reqStr[i] : null
+    w.row(9, ROW_FIXED + lf.length + (own === null ? idBytes : textBytes(own)))
+    w.timestamp(ms)
+    w.int64(acct)
+    w.int64(c.key[i])
+    w.raw(lf)
+    w.int32(c.status[i])
+    w.int32(c.credits[i])
+    w.float4(Math.round(c.latency[i] * 1000) / 1000)
+    if (own !== null) w.text(own)
+    else if (Number.isNaN(n)) w.null()
+    else w.textBase36(genPrefix, n)
+    if (!Number.isNaN(acct)) roll.add(Math.floor(ms / MS_PER_DAY), acct, label, c.status[i], c.credits[i], c.latency[i])
   }
-  if (s) yield s
+  return i
+}
+
+/** About 64 KB of COPY data per write (~500 rows): the event loop gets a turn between writes. */
+const CHUNK = 65536
+
+/**
+ * Streams the rows into `copy` in chunks, one encode buffer reused: each chunk is written only
+ * once the previous one was handed to the socket (postgres.js copies a chunk into its message
+ * as it writes it), so a busy second's tens of thousands of rows never hold the event loop
+ * for the whole batch.
+ */
+async function copyRows (c: MeterColumns, labels: MeterLabels, roll: RollupGroups, copy: Writable): Promise<void> {
+  const w = new CopyBinary(CHUNK + 8192)
+  const genPrefix = Buffer.from(`req_${c.reqPrefix}`)
+  w.header()
+  let i = 0
+  for (;;) {
+    i = encodeRows(c, labels, roll, w, genPrefix, i, CHUNK)
+    if (i >= c.length) w.trailer()
+    const bytes = w.buf.subarray(0, w.pos)
+    await new Promise<void>((resolve, reject) => { copy.write(bytes, (err) => { if (err) reject(err); else resolve() }) })
+    w.pos = 0
+    if (i >= c.length) break
+  }
+  copy.end()
+  await finished(copy)
 }
 
 /**
@@ -286,29 +238,39 @@ async function* copyChunks (c: MeterColumns, roll: Rollup): AsyncGenerator<strin
 export async function writeMeterBatch (sql: Sql, batch: MeterRow[] | MeterColumns): Promise<void> {
   const cols = Array.isArray(batch) ? MeterColumns.fromRows(batch) : batch
   if (cols.length === 0) return
-  const roll = new Rollup(cols.endpoints)
-  await sql.begin(async (tx) => {
-    // Every request is a row (SPEC.md 1.5), thousands per second under load: COPY costs a
-    // fraction of a multi-row INSERT on both sides (no per-parameter Bind encoding and parsing)
-    // and has no parameter limit.
-    const copy = await tx`COPY request_log (at, account_id, key_id, method, endpoint, status, credits, latency_ms, request_id) FROM STDIN`.writable()
-    await pipeline(Readable.from(copyChunks(cols, roll)), copy)
-    // The rollup as seven arrays (one parameter each, unnested by PostgreSQL): binding 7
-    // parameters per group cost as much client CPU as building the COPY text of the rows.
-    const g = roll.groups
-    if (g.length === 0) return
-    await tx`
-      INSERT INTO usage_daily (account_id, day, endpoint, requests, errors, credits, latency_ms_sum)
-      SELECT * FROM unnest(
-        ${g.map(x => x.account_id)}::bigint[], ${g.map(x => x.day)}::date[], ${g.map(x => x.endpoint)}::text[],
-        ${g.map(x => x.requests)}::bigint[], ${g.map(x => x.errors)}::bigint[], ${g.map(x => x.credits)}::bigint[],
-        ${g.map(x => x.latency_ms_sum)}::float8[])
-      ON CONFLICT (account_id, day, endpoint) DO UPDATE SET
-        requests = usage_daily.requests + excluded.requests,
-        errors = usage_daily.errors + excluded.errors,
-        credits = usage_daily.credits + excluded.credits,
-        latency_ms_sum = usage_daily.latency_ms_sum + excluded.latency_ms_sum`
-  })
+  const labels = labelsOf(cols.endpoints)
+  labels.trim()
+  labels.users++
+  try {
+    const roll = new RollupGroups()
+    await sql.begin(async (tx) => {
+      // Every request is a row (SPEC.md 1.5), thousands per second under load: COPY costs a
+      // fraction of a multi-row INSERT on both sides (no per-parameter Bind encoding and parsing)
+      // and has no parameter limit.
+      const copy = await tx`COPY request_log (at, account_id, key_id, method, endpoint, status, credits, latency_ms, request_id) FROM STDIN (FORMAT binary)`.writable()
+      await copyRows(cols, labels, roll, copy)
+      if (roll.length === 0) return
+      // The rollup through a session-local staging table filled by binary COPY: as arrays bound
+      // to one INSERT, postgres.js built a string per value (~2 MB of short-lived heap per
+      // flush of 1000 groups). The table is emptied at every commit.
+      await tx`CREATE TEMP TABLE IF NOT EXISTS usage_stage (
+        account_id bigint, day date, endpoint text, requests bigint, errors bigint, credits bigint, latency_ms_sum float8
+      ) ON COMMIT DELETE ROWS`
+      const stage = await tx`COPY usage_stage FROM STDIN (FORMAT binary)`.writable()
+      stage.end(roll.encode(labels))
+      await finished(stage)
+      await tx`
+        INSERT INTO usage_daily (account_id, day, endpoint, requests, errors, credits, latency_ms_sum)
+        SELECT account_id, day, endpoint, requests, errors, credits, latency_ms_sum FROM usage_stage
+        ON CONFLICT (account_id, day, endpoint) DO UPDATE SET
+          requests = usage_daily.requests + excluded.requests,
+          errors = usage_daily.errors + excluded.errors,
+          credits = usage_daily.credits + excluded.credits,
+          latency_ms_sum = usage_daily.latency_ms_sum + excluded.latency_ms_sum`
+    })
+  } finally {
+    labels.users--
+  }
 }
 
 export async function pruneMetering (sql: Sql, retentionDays: number): Promise<number> {

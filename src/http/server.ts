@@ -211,12 +211,12 @@ export class HttpServer {
   private fastRead (c: Compiled, res: HttpResponse, req: HttpRequest, head: boolean): void {
     const services = this.services
     if (this.closing || services.redisLimiter !== null || req.getQuery()) { this.handle(c, res, req, head); return }
+    const nowMs = Date.now()
     const apiKey = req.getHeader('x-api-key')
-    const caller = services.auth.fastCaller(c.route, apiKey, apiKey === '' ? req.getHeader('authorization') : '')
+    const caller = services.auth.fastCaller(c.route, apiKey, apiKey === '' ? req.getHeader('authorization') : '', nowMs)
     const body = caller === undefined ? undefined : c.route.fast!(req, caller, services)
     if (body === undefined) { this.handle(c, res, req, head); return }
     const started = performance.now()
-    const nowMs = Date.now()
     const given = req.getHeader('x-request-id')
     const toon = req.getHeader('accept').includes('application/toon')
     const limit = services.config.tierLimits[caller!.tier].rpm

@@ -3,6 +3,7 @@ import t from 'tap'
 import { connect } from '../../src/db/connect.js'
 import { EndpointTable, MeterColumns, writeMeterBatch, type MeterRow } from '../../src/db/metering.js'
 import { migrate } from '../../src/db/migrate.js'
+import { labelsOf, MAX_LABELS } from '../../src/db/meter-rollup.js'
 import { freshDatabase } from '../helpers/db.js'
 
 const sql = connect(await freshDatabase(t), { max: 2 })
@@ -57,4 +58,58 @@ t.test('a path metered as an interned prefix plus its tail, and the same path me
     SELECT endpoint, requests::int, errors::int, latency_ms_sum FROM usage_daily WHERE account_id = 42 ORDER BY endpoint`
   t.same(daily.map(d => [d.endpoint, d.requests, d.errors]), [['GET /v1/jobs/job_aaaaaaaaaaaaaaaa', 3, 1], ['GET /v1/models', 1, 0]])
   t.ok(Math.abs(daily[0].latency_ms_sum - 6.2345678) < 1e-9, 'the rollup sums unrounded latencies')
+})
+
+t.test('every column survives the binary COPY exactly: big ids, NULLs, times to the microsecond, UTF-8, counters across digit boundaries', async (t) => {
+  const endpoints = new EndpointTable()
+  const c = new MeterColumns(2, endpoints, '0badcafe') // grows while filled
+  const at = Date.UTC(2031, 5, 7, 8, 9, 10, 123)
+  const big = 2 ** 40 + 12345 // needs the high 32 bits
+  const counters = [0, 35, 36, 1295, 1296, 2 ** 31, 2 ** 52 + 1]
+  for (const n of counters) c.push(at, big, NaN, -1, 'GET', '/v1/ünïcode/€', 201, 7, 0.0015, n, null)
+  c.push(Date.UTC(1999, 11, 31, 23, 59, 59, 999), NaN, 3, -1, 'PATCH', '/v1/old', 500, 0, 12.5, NaN, 'own-id'.repeat(20))
+  await writeMeterBatch(sql, c)
+  const rows = await sql<{ at: Date; account_id: string | null; key_id: string | null; method: string; endpoint: string; status: number; credits: number; latency_ms: number; request_id: string }[]>`
+    SELECT at, account_id::text, key_id::text, method, endpoint, status, credits, latency_ms, request_id FROM request_log
+    WHERE request_id LIKE 'req_0badcafe%' OR request_id LIKE 'own-id%' ORDER BY id`
+  t.same(rows.map(r => r.request_id), [...counters.map(n => `req_0badcafe${n.toString(36)}`), 'own-id'.repeat(20)])
+  t.equal(rows[0].at.getTime(), at)
+  t.equal(rows[0].account_id, String(big))
+  t.equal(rows[0].key_id, null)
+  t.equal(rows[0].endpoint, '/v1/ünïcode/€')
+  t.same([rows[0].method, rows[0].status, rows[0].credits], ['GET', 201, 7])
+  t.equal(rows[0].latency_ms, 0.002, 'latency to the microsecond (0.0015 ms rounds to 2 µs)')
+  const last = rows[rows.length - 1]
+  t.equal(last.at.getTime(), Date.UTC(1999, 11, 31, 23, 59, 59, 999), 'a time before PostgreSQL\'s epoch')
+  t.same([last.account_id, last.key_id, last.method, last.endpoint, last.status, last.latency_ms], [null, '3', 'PATCH', '/v1/old', 500, 12.5])
+  const [d] = await sql<{ requests: number; credits: number }[]>`SELECT requests::int, credits::int FROM usage_daily WHERE account_id = ${big}`
+  t.same([d.requests, d.credits], [counters.length, 7 * counters.length])
+})
+
+t.test('endpoint labels are kept across flushes, one per text, and dropped between flushes once past their bound', async (t) => {
+  const endpoints = new EndpointTable()
+  const jobs = endpoints.id('GET', '/v1/jobs/', true)
+  const labels = labelsOf(endpoints)
+  t.equal(labelsOf(endpoints), labels, 'one table per EndpointTable')
+  const c = new MeterColumns(16, endpoints, 'cafe')
+  c.push(0, 1, 1, jobs, 'GET', 'job_a', 200, 0, 1, 1, null)
+  c.push(0, 1, 1, -1, 'GET', '/v1/jobs/job_a', 404, 0, 1, NaN, 'x')
+  c.push(0, 1, 1, jobs, 'GET', 'job_b', 200, 0, 1, 2, null)
+  t.same([labels.of(c, 0), labels.of(c, 1), labels.of(c, 2)], [0, 0, 1], 'a suffixed row and a raw row naming the same path share a number')
+  const n = labels.size
+  for (let i = 0; i < 3; i++) labels.of(c, i)
+  t.equal(labels.size, n, 'the same rows again add nothing')
+  const many = new MeterColumns(MAX_LABELS + 1, endpoints, 'cafe')
+  for (let i = 0; i <= MAX_LABELS; i++) many.push(0, 1, 1, jobs, 'GET', `job_${i}`, 200, 0, 1, i, null)
+  for (let i = 0; i < many.length; i++) labels.of(many, i)
+  t.ok(labels.size > MAX_LABELS)
+  labels.users++
+  labels.trim()
+  t.ok(labels.size > MAX_LABELS, 'not while a flush holds numbers')
+  labels.users--
+  labels.trim()
+  t.equal(labels.size, 0, 'dropped between flushes')
+  await writeMeterBatch(sql, c)
+  const [{ n: daily }] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM usage_daily WHERE endpoint LIKE 'GET /v1/jobs/job_%' AND account_id = 1`
+  t.equal(daily, 2, 'the numbers made after the drop still write the right rollup')
 })

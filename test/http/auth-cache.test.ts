@@ -4,6 +4,7 @@ import t from 'tap'
 import postgres from 'postgres'
 import { connect } from '../../src/db/connect.js'
 import { Authenticator } from '../../src/http/auth.js'
+import { hashKey } from '../../src/http/api-key.js'
 import type { Route } from '../../src/http/route.js'
 import type { ApiError } from '../../src/errors.js'
 import { ADMIN_TOKEN, createUser, JWT_SECRET, startServer } from '../helpers/server.js'
@@ -44,4 +45,28 @@ t.test('an entry not used within its TTL is reloaded before use', async (t) => {
   await db`UPDATE api_keys SET revoked_at = now() WHERE id = ${u.keyId}`
   await sleep(250)
   t.equal(await outcome(call(a, u.key)), 'INVALID_API_KEY')
+})
+
+t.test('requests that find one key expired share one reload (a burst after an idle spell), and an invalidation is never answered from a load that predates it', async (t) => {
+  const u = await createUser(s)
+  let selects = 0
+  const counting = ((strings: TemplateStringsArray, ...args: unknown[]) => { selects++; return (sql as any)(strings, ...args) }) as unknown as typeof sql
+  const a = new Authenticator(counting, JWT_SECRET, ADMIN_TOKEN, 200)
+  const burst = async () => (await Promise.all(Array.from({ length: 50 }, () => call(a, u.key)))).map(c => c.accountId)
+  t.same(await burst(), Array(50).fill(u.id))
+  t.equal(selects, 2, 'one key SELECT and one account SELECT for 50 concurrent requests on a cold cache')
+  await sleep(250) // both entries expired
+  selects = 0
+  t.same(await burst(), Array(50).fill(u.id))
+  t.equal(selects, 2, 'the same after expiry')
+
+  // A revocation on this node while a reload is in flight: requests after it wait for a new load.
+  await sleep(250)
+  selects = 0
+  const before = call(a, u.key)
+  await db`UPDATE api_keys SET revoked_at = now() WHERE id = ${u.keyId}`
+  a.invalidateKey(hashKey(u.key), false)
+  t.equal(await outcome(call(a, u.key)), 'INVALID_API_KEY', 'a request after the invalidation sees the revocation')
+  await before.catch(() => {})
+  t.equal(await outcome(call(a, u.key)), 'INVALID_API_KEY', 'the earlier load did not put the old record back')
 })

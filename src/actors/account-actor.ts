@@ -1,22 +1,20 @@
 import { ApiError } from '../errors.js'
-import { applyCredit, loadAccountView, recordPurchase, recordViolation } from '../db/accounts.js'
+import { creditAccount, loadAccountView, recordViolation } from '../db/accounts.js'
 import { activeCountsByKey, findJobByIdempotencyKey, getJob } from '../db/jobs.js'
 import { newJobId } from '../jobs/id.js'
 import type { AccountView, BatchView, CreatedJobView } from '../domain.js'
 import { runBatch, type BatchReq } from './batch.js'
 import { submitAndCommit, createdOf, type ActorDeps, type Creation, type CreateReq } from './creation.js'
-import { decideIdempotency, isTrialVideo, mayBeStale, refuseAccount, refuseBalance, type Held, type IdemEntry } from './decide.js'
+import { bindIdem, decideIdempotency, isTrialVideo, mayBeStale, refuseAccount, refuseBalance, type Held, type IdemEntry } from './decide.js'
 import { LiveJobs } from './live-jobs.js'
 import { Mailbox } from './mailbox.js'
+import type { Charged } from './group-commit.js'
 import type { ShardRequests } from './protocol.js'
 import { KeySlots } from './slots.js'
 
 export type { ActorDeps } from './creation.js'
 export { createdOf } from './creation.js'
 export { PRICING_URL } from './decide.js'
-
-/** Idempotency keys remembered in memory; older ones are looked up in the jobs table again. */
-const IDEM_MEMORY = 10_000
 
 /**
  * One account (DESIGN.md 2). It only sequences: decisions are decide.ts's pure functions over
@@ -47,11 +45,27 @@ export class AccountActor {
 
   /** Balance and flags from the table; with `counts` also the in-flight jobs per key. */
   private async fetch (counts: boolean): Promise<AccountView> {
+    // Balances stamped before this read are in it (or older than it): they no longer apply.
+    const seq = this.deps.commit.stamped
     const [v, c] = await Promise.all([loadAccountView(this.deps.sql, this.id), counts ? activeCountsByKey(this.deps.sql, this.id) : null])
     if (!v) throw new ApiError('USER_NOT_FOUND', 'Account does not exist')
     this.state = v
+    this.balanceSeq = seq
     if (c) this.slots.reset(c)
     return v
+  }
+
+  /** GroupCommit.stamp() number of the balance in `state`. */
+  private balanceSeq = 0
+
+  /** A committed balance, kept unless a later one was seen (commits settle in any order). */
+  applyBalance (credits: number, seq: number, freeVideosUsed?: number): boolean {
+    const s = this.state
+    if (!s || seq < this.balanceSeq) return false
+    this.balanceSeq = seq
+    s.credits = credits
+    if (freeVideosUsed !== undefined) s.free_videos_used = freeVideosUsed
+    return true
   }
 
   /** A commit's outcome is unknown (database lost mid-commit, issue 15): reload before deciding. */
@@ -74,13 +88,10 @@ export class AccountActor {
     return this.mailbox.post(async () => {
       const s = await this.load()
       if (!Number.isInteger(req.credits) || req.credits <= 0) throw new ApiError('VALIDATION_ERROR', 'credits must be a positive integer')
-      const balance = await this.deps.commit.run(async (tx) => {
-        const b = await applyCredit(tx, this.id, req.credits, req.kind, null, req.note ?? null)
-        if (req.kind === 'purchase' && b !== null) await recordPurchase(tx, this.id, req.credits, req.currency ?? null, req.amount ?? null)
-        return b
-      })
+      const commit = this.deps.commit
+      const balance = await commit.run(tx => creditAccount(tx, this.id, req, credits => commit.stamp({ credits })))
       if (balance === null) throw new ApiError('USER_NOT_FOUND', 'Account does not exist')
-      s.credits = balance
+      this.applyBalance(balance.credits, balance.seq)
       if (req.kind === 'purchase') s.has_purchased = true
       return { ...s }
     })
@@ -104,14 +115,14 @@ export class AccountActor {
     const key = req.idempotencyKey
     try {
       const created = await submitAndCommit(this, req, d)
-      if (key !== undefined) this.bindKey(key, req.fingerprint, created.id)
+      if (key !== undefined) bindIdem(this.idem, key, req.fingerprint, created.id)
       return { created, replayed: false }
     } catch (err) {
       // Only creations are remembered: a 402 may be retried with the same key. A 504 created
       // a job (details.job_id), so its key stays bound to that job.
       if (key !== undefined) {
         const jobId = err instanceof ApiError && err.code === 'GATEWAY_TIMEOUT' ? (err.extra?.details as { job_id?: string })?.job_id : undefined
-        if (jobId) this.bindKey(key, req.fingerprint, jobId)
+        if (jobId) bindIdem(this.idem, key, req.fingerprint, jobId)
         else this.idem.delete(key)
       }
       throw err
@@ -162,23 +173,11 @@ export class AccountActor {
   }
 
   /** A decided creation ended: committed (memory takes the RETURNed balance) or not. */
-  settled (c: Creation, keyId: number | null, committed: { credits: number; free_videos_used: number } | null, running: boolean): void {
+  settled (c: Creation, keyId: number | null, committed: Charged | null, running: boolean): void {
     this.held.credits -= c.spec.credits
     if (c.trial) this.held.trialVideos--
-    if (committed) { this.state!.credits = committed.credits; this.state!.free_videos_used = committed.free_videos_used }
+    if (committed) this.applyBalance(committed.credits, committed.seq, committed.free_videos_used)
     this.slots.settle(keyId, c.id, running)
-  }
-
-  private bindKey (key: string, fingerprint: string | undefined, jobId: string): void {
-    this.idem.delete(key)
-    this.idem.set(key, { fingerprint: fingerprint ?? '', jobId })
-    let excess = this.idem.size - IDEM_MEMORY
-    for (const [k, e] of this.idem) {
-      if (excess <= 0) break
-      if ('pending' in e) continue
-      this.idem.delete(k)
-      excess--
-    }
   }
 
   private async replay (jobId: string): Promise<CreatedJobView> {

@@ -14,7 +14,7 @@ import { deadlineOf, submitOn } from './upstream-jobs.js'
 import type { Storage } from '../storage/storage.js'
 import type { AccountActor } from './account-actor.js'
 import { refusedCharge } from './decide.js'
-import type { GroupCommit } from './group-commit.js'
+import type { Charged, GroupCommit } from './group-commit.js'
 import type { RedisInFlight } from './inflight.js'
 import type { ShardEvent } from './protocol.js'
 import { observeProvider } from '../worker-stats.js'
@@ -166,7 +166,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
       if (events.length) await appendEvents(tx, events)
     }
     : undefined
-  let committed: { credits: number; free_videos_used: number }
+  let committed: Charged
   try {
     committed = await deps.commit.create({ ...row }, after)
   } catch (err) {

@@ -62,6 +62,22 @@ export function mayBeStale (err: unknown): boolean {
 
 /** What an Idempotency-Key already bound on this account means for a new request. */
 export type IdemEntry = { fingerprint: string; jobId: string } | { fingerprint: string; pending: Promise<unknown> }
+/** Idempotency keys remembered in memory; older ones are looked up in the jobs table again. */
+export const IDEM_MEMORY = 10_000
+
+/** Binds `key` to its job (most recent last); the oldest settled keys past `max` are forgotten. */
+export function bindIdem (idem: Map<string, IdemEntry>, key: string, fingerprint: string | undefined, jobId: string, max = IDEM_MEMORY): void {
+  idem.delete(key)
+  idem.set(key, { fingerprint: fingerprint ?? '', jobId })
+  let excess = idem.size - max
+  for (const [k, e] of idem) {
+    if (excess <= 0) break
+    if ('pending' in e) continue
+    idem.delete(k)
+    excess--
+  }
+}
+
 export type IdemDecision =
   | { kind: 'new' }
   | { kind: 'replay'; jobId: string }

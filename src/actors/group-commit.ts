@@ -8,8 +8,13 @@ export type Work<T> = (tx: Tx) => Promise<T>
 
 interface Item { work: Work<unknown>; resolve: (v: unknown) => void; reject: (e: unknown) => void }
 
-/** What a creation's charge committed: the account's balance and free videos right after it. */
-export interface Charged { credits: number; free_videos_used: number }
+/**
+ * What a creation's charge committed: the account's balance and free videos right after it,
+ * and `seq`, the order in which its statement ran (GroupCommit.stamp): concurrent creations
+ * resolve in an order that need not be the order their charges ran in, so the actor keeps the
+ * balance of the highest `seq` it saw (AccountActor.applyBalance).
+ */
+export interface Charged { credits: number; free_videos_used: number; seq: number }
 
 /**
  * Group commit (DESIGN.md section 3): while one transaction is in flight, new mutations queue;
@@ -23,6 +28,17 @@ export class GroupCommit {
   private inFlight: Promise<void> | null = null
   /** Number of transactions committed, and of items in them (tests, metrics). */
   stats = { transactions: 0, items: 0, fallbacks: 0, together: 0 }
+  private seq = 0
+
+  /** The last sequence number handed out by stamp(). */
+  get stamped (): number { return this.seq }
+
+  /**
+   * Tags a balance a statement returned with the next sequence number. Call it right after the
+   * statement's result arrives: statements of one connection answer in the order they ran, so
+   * a higher number is a later balance of the same account.
+   */
+  stamp<T extends object> (v: T): T & { seq: number } { return Object.assign(v, { seq: ++this.seq }) }
 
   /**
    * `txTimeoutMs`: a transaction not settled by then fails its batch as "database unavailable"
@@ -45,7 +61,7 @@ export class GroupCommit {
    * one by one in the same transaction. Resolves with the balance this creation's charge left.
    */
   create (row: NewJob & JobRow, after?: Work<void>): Promise<Charged> {
-    const alone = async (tx: Tx) => { const b = await createJob(tx, row); if (after) await after(tx); return b }
+    const alone = async (tx: Tx) => { const b = await createJob(tx, row, c => this.stamp(c)); if (after) await after(tx); return b }
     // A creation with more to write (a real route's submission and history) runs alone.
     return this.run(after ? alone : Object.assign(alone, { creation: row }))
   }
@@ -144,6 +160,7 @@ export class GroupCommit {
     const creations = rows.filter((r): r is NewJob & JobRow => r !== undefined && r.status !== 'completed')
     if (creations.length < 2) return
     const charged = await chargeAndInsertJobs(tx, creations)
+    const seq = ++this.seq
     this.stats.together += creations.length
     // Each creation's own balance: the account's final one plus what its later jobs cost.
     const later = new Map<number, number>()
@@ -153,7 +170,7 @@ export class GroupCommit {
       const c = charged.get(r.account_id)
       if (c === undefined) continue
       const after = later.get(r.account_id) ?? 0
-      out[n] = Promise.resolve({ credits: c.credits + after, free_videos_used: c.free_videos_used })
+      out[n] = Promise.resolve({ credits: c.credits + after, free_videos_used: c.free_videos_used, seq })
       later.set(r.account_id, after + r.credits_charged)
     }
   }

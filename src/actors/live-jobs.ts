@@ -27,6 +27,7 @@ export interface JobsOwner {
   readonly slots: KeySlots
   readonly state: AccountView | null
   load (): Promise<AccountView> | AccountView
+  applyBalance (credits: number, seq: number, freeVideosUsed?: number): boolean
 }
 
 /**
@@ -236,12 +237,13 @@ export class LiveJobs implements JobHost {
     if (job.terminal) return
     const r = job.row
     const at = new Date()
-    const done = await this.a.deps.commit.run(tx => endJob(tx, r, status, message, policyViolation, at, events))
+    const commit = this.a.deps.commit
+    const done = await commit.run(tx => endJob(tx, r, status, message, policyViolation, at, events, b => commit.stamp(b)))
     this.finished(job)
     if (done === false) { await this.refreshView(r.id); return }
     const s = this.a.state
     if (s) {
-      if (done.credits !== null) s.credits = done.credits
+      if (done.credits !== null) this.a.applyBalance(done.credits, done.seq)
       if (r.free_trial) s.free_videos_used = Math.max(0, s.free_videos_used - 1)
     }
     Object.assign(r, {

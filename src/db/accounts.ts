@@ -90,6 +90,21 @@ export async function applyCredit (
   return rows[0].credits
 }
 
+/**
+ * An operator grant or a purchase (kind 'purchase' also records it): the new balance, passed
+ * through `credited` as soon as the credit answered, or null when the account does not exist.
+ */
+export async function creditAccount<B> (
+  tx: Q, accountId: number, c: { credits: number; kind: CreditKind; note?: string; currency?: string; amount?: number },
+  credited: (balance: number) => B
+): Promise<B | null> {
+  const b = await applyCredit(tx, accountId, c.credits, c.kind, null, c.note ?? null)
+  if (b === null) return null
+  const out = credited(b)
+  if (c.kind === 'purchase') await recordPurchase(tx, accountId, c.credits, c.currency ?? null, c.amount ?? null)
+  return out
+}
+
 export async function recordPurchase (tx: Q, accountId: number, credits: number, currency: string | null, amount: number | null): Promise<void> {
   await tx`INSERT INTO purchases (account_id, credits, currency, amount) VALUES (${accountId}, ${credits}, ${currency}, ${amount})`
   await tx`UPDATE accounts SET has_purchased = true WHERE id = ${accountId}`

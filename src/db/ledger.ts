@@ -29,15 +29,20 @@ export class ChargeRefused extends Error {
   constructor () { super('charge refused by the database') }
 }
 
+/** An account's balance and free videos used, as a charge left them. */
+export interface Balance { credits: number; free_videos_used: number }
+
 /**
  * Creation: conditional charge (balance, and the free video when `row.free_trial`), ledger
  * entry, job row; a job born completed (synchronous voiceover) also writes its outbox rows
  * and library row. Returns the committed balance; throws ChargeRefused (rolling back) when
  * the database refuses the charge.
  */
-export async function createJob (tx: Q, row: NewJob & JobRow): Promise<{ credits: number; free_videos_used: number }> {
-  const b = await chargeAndInsertJob(tx, row, `${row.type} ${row.model}`)
-  if (b === null) throw new ChargeRefused()
+export async function createJob<B extends Balance = Balance> (tx: Q, row: NewJob & JobRow, charged: (b: Balance) => B = b => b as B): Promise<B> {
+  const c = await chargeAndInsertJob(tx, row, `${row.type} ${row.model}`)
+  if (c === null) throw new ChargeRefused()
+  // `charged` sees the balance as soon as the charge answered (the group commit orders balances by it).
+  const b = charged(c)
   if (row.status === 'completed') await completionWrites(tx, row, row.result_url!, row.completed_at!)
   return b
 }
@@ -87,7 +92,10 @@ export async function completeJob (tx: Q, r: JobRow, resultUrl: string, at: Date
  * free video given back. Returns the committed balance after the refund (null without one), or
  * false when the job already was terminal.
  */
-export async function endJob (tx: Q, r: JobRow, status: 'failed' | 'cancelled', message: string | null, policyViolation: boolean, at: Date, events: UpstreamEvent[] = []): Promise<{ credits: number | null } | false> {
+export async function endJob<B extends { credits: number | null }> (
+  tx: Q, r: JobRow, status: 'failed' | 'cancelled', message: string | null, policyViolation: boolean, at: Date, events: UpstreamEvent[] = [],
+  refunded: (b: { credits: number | null }) => B = b => b as B
+): Promise<B | false> {
   const refund = r.credits_charged
   const ok = await finishJob(tx, r.id, {
     status, progress: r.progress, result_url: null, error_message: message, content_policy_violation: policyViolation, credits_refunded: refund, at
@@ -98,9 +106,9 @@ export async function endJob (tx: Q, r: JobRow, status: 'failed' | 'cancelled', 
     ...r, status, error_message: message, content_policy_violation: policyViolation, credits_refunded: refund, updated_at: at, completed_at: at
   }
   await enqueueJobEvent(tx, r.account_id, viewOf(final), webhookOf(r), at)
-  const credits = refund > 0 ? await applyCredit(tx, r.account_id, refund, 'refund', r.id, `${status} ${r.type} ${r.model}`) : null
+  const b = refunded({ credits: refund > 0 ? await applyCredit(tx, r.account_id, refund, 'refund', r.id, `${status} ${r.type} ${r.model}`) : null })
   if (r.free_trial) await setFreeVideosUsed(tx, r.account_id, -1)
-  return { credits }
+  return b
 }
 
 /** One completion of a batch written together (completeJobs). */

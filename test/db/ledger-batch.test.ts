@@ -154,3 +154,22 @@ t.test('one completion statement: delivery ids shaped dlv_ + 16 base64url, one e
     { id: dl[0].event_id, type: 'job.completed', job: rows[0].id, status: 'completed', result: `https://files.example/${rows[0].id}`, at: at.toISOString() })
   t.equal(body.data.job.completed_at, at.toISOString())
 })
+
+t.test('balances are ordered by stamp, not by when they settle: the highest stamp is the balance the account ends with', async (t) => {
+  const a = await account(100)
+  const gc = new GroupCommit(sql)
+  // A creation born completed (synchronous voiceover) runs alone, after the batch's statement
+  // that charges the other two, yet it settles first: taking the last to settle left the
+  // actor's balance 10 credits too high (the ledger test saw GET /v1/credits off by a job).
+  const rows = [
+    row(a, 10, { type: 'audio', model: 'voiceover', status: 'completed', progress: 100, result_url: 'http://127.0.0.1/r.mp3', completed_at: new Date() }),
+    row(a, 30), row(a, 20),
+  ]
+  const settled: Array<{ credits: number; seq: number }> = []
+  await Promise.all(rows.map(r => gc.create(r).then(c => { settled.push(c) })))
+  t.equal(settled[0].credits, 40, 'the voiceover settled first with the balance its own charge left (after the other two)')
+  const latest = settled.reduce((m, c) => (c.seq >= m.seq ? c : m))
+  t.equal(latest.credits, (await state(a)).credits, 'the highest stamp (ties: the last to settle) carries the committed balance')
+  t.equal(latest.credits, 40)
+  t.ok(settled[settled.length - 1].credits > latest.credits, 'the last to settle is not the latest balance')
+})

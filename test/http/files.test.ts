@@ -6,7 +6,9 @@ import { parseRange } from '../../src/http/routes/files.js'
 import { startServer } from '../helpers/server.js'
 import { mp4 } from '../fixtures/media.js'
 
-const s = await startServer(t)
+// One front end: a test below watches the main thread's storage reads (with TEST_FRONTENDS=2 the
+// download could be served by the other thread).
+const s = await startServer(t, { FRONTENDS: '1' })
 const storage = s.app.services.storage
 
 const small = Buffer.concat([mp4(1000), randomBytes(200)])

@@ -27,6 +27,8 @@ export class Metering {
   readonly endpoints = new EndpointTable()
   private buf: MeterColumns
   private spare: MeterColumns | null
+  /** The rows being written, while `flushing`. */
+  private writing: MeterColumns | null = null
   private flushing: Promise<void> | null = null
   private readonly timer: NodeJS.Timeout
   private readonly pruneTimer: NodeJS.Timeout
@@ -41,7 +43,7 @@ export class Metering {
   ) {
     this.buf = new MeterColumns(8192, this.endpoints, this.reqPrefix)
     this.spare = new MeterColumns(8192, this.endpoints, this.reqPrefix)
-    this.timer = setInterval(() => { void this.flush() }, intervalMs)
+    this.timer = setInterval(() => { void this.flushLocal() }, intervalMs)
     this.timer.unref()
     const prune = () => { pruneMetering(sql, retentionDays).catch(() => {}) }
     this.pruneTimer = setInterval(prune, 3600_000)
@@ -61,19 +63,24 @@ export class Metering {
     latencyMs: number, reqNum: number, reqStr: string | null
   ): void {
     this.buf.push(atMs, account, key, ep, method, url, status, credits, latencyMs, reqNum, reqStr)
-    if (this.buf.length >= EARLY_FLUSH_ROWS && this.flushing === null) void this.flush()
+    if (this.buf.length >= EARLY_FLUSH_ROWS && this.flushing === null) void this.flushLocal()
   }
 
+  /** Writes everything recorded before the call (ThreadedMetering: on every front-end thread). */
+  flush (): Promise<void> { return this.flushLocal() }
+
   /**
-   * Writes everything recorded before the call: a flush in progress took its rows earlier, so
-   * it is waited for and the rest written after it; concurrent callers share each flush.
+   * Writes everything this thread recorded before the call: a flush in progress took its rows
+   * earlier, so it is waited for and the rest written after it; concurrent callers share each
+   * flush.
    */
-  async flush (): Promise<void> {
+  protected async flushLocal (): Promise<void> {
     while (this.flushing) await this.flushing
     if (this.buf.length === 0 && this.lastUsed.size === 0) return
     const rows = this.buf
     this.buf = this.spare ?? new MeterColumns(8192, this.endpoints, this.reqPrefix)
     this.spare = null
+    this.writing = rows
     const used = [...this.lastUsed]
     this.lastUsed.clear()
     this.flushing = (async () => {
@@ -94,6 +101,7 @@ export class Metering {
         merged.append(this.buf, Math.max(0, skip - rows.length))
         this.buf = merged
       }
+      this.writing = null
       rows.reset()
       this.spare = rows
       try {
@@ -105,24 +113,29 @@ export class Metering {
       this.flushing = null
       // Rows that piled up meanwhile (a busy second) go at once, not at the next tick; after a
       // failure the timer paces the retries.
-      if (written && this.buf.length >= EARLY_FLUSH_ROWS) void this.flush()
+      if (written && this.buf.length >= EARLY_FLUSH_ROWS) void this.flushLocal()
     })()
     return this.flushing
   }
 
   /**
-   * Waits until the rows buffered for `accountId` are written (GET /v1/usage/summary reads the
-   * rollup): nothing to do, and no round trip, when none are buffered or being written.
+   * Waits until this thread's rows for `accountId` are written (GET /v1/usage/summary reads the
+   * rollup): nothing to do, and no round trip, when none are buffered or being written. Rows
+   * a flush in progress holds (a timer's flush may take them while the caller waits) are
+   * waited for; a failed flush puts its rows back, tried again twice before giving up.
    */
   async flushFor (accountId: number): Promise<void> {
-    if (this.flushing) await this.flushing
-    if (this.buf.hasAccount(accountId)) await this.flush()
+    for (let tries = 0; tries < 3; tries++) {
+      if (this.writing !== null && this.writing.hasAccount(accountId)) await this.flushing
+      else if (this.buf.hasAccount(accountId)) await this.flushLocal()
+      else return
+    }
   }
 
   async close (): Promise<void> {
     clearInterval(this.timer)
     clearInterval(this.pruneTimer)
-    await this.flush()
-    if (this.buf.length > 0) await this.flush()
+    await this.flushLocal()
+    if (this.buf.length > 0) await this.flushLocal()
   }
 }

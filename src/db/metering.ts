@@ -259,9 +259,12 @@ export async function writeMeterBatch (sql: Sql, batch: MeterRow[] | MeterColumn
       const stage = await tx`COPY usage_stage FROM STDIN (FORMAT binary)`.writable()
       stage.end(roll.encode(labels))
       await finished(stage)
+      // In key order: flushes of other front-end threads or nodes upsert the same rows at the
+      // same time, and rows locked in different orders deadlock (PostgreSQL aborts one flush).
       await tx`
         INSERT INTO usage_daily (account_id, day, endpoint, requests, errors, credits, latency_ms_sum)
         SELECT account_id, day, endpoint, requests, errors, credits, latency_ms_sum FROM usage_stage
+        ORDER BY account_id, day, endpoint
         ON CONFLICT (account_id, day, endpoint) DO UPDATE SET
           requests = usage_daily.requests + excluded.requests,
           errors = usage_daily.errors + excluded.errors,

@@ -13,11 +13,12 @@ export class ThreadedMetering extends Metering {
 
   /** This thread's rows only (what the other threads ask for). */
   localFlush (accountId: number | null): Promise<void> {
-    return accountId === null ? super.flush() : super.flushFor(accountId)
+    return accountId === null ? this.flushLocal() : super.flushFor(accountId)
   }
 
+  /** Every thread's rows (the timer and early flushes write this thread's only). */
   override async flush (): Promise<void> {
-    await Promise.all([super.flush(), this.others(null)])
+    await Promise.all([this.flushLocal(), this.others(null)])
   }
 
   override async flushFor (accountId: number): Promise<void> {

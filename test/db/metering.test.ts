@@ -1,10 +1,12 @@
 // Request metering writes (src/db/metering.ts) against a real PostgreSQL.
 import t from 'tap'
+import pino from 'pino'
 import { connect } from '../../src/db/connect.js'
 import { EndpointTable, MeterColumns, writeMeterBatch, type MeterRow } from '../../src/db/metering.js'
 import { migrate } from '../../src/db/migrate.js'
 import { labelsOf, MAX_LABELS } from '../../src/db/meter-rollup.js'
 import { freshDatabase } from '../helpers/db.js'
+import { Metering } from '../../src/metering.js'
 
 const sql = connect(await freshDatabase(t), { max: 2 })
 t.teardown(() => sql.end({ timeout: 5 }))
@@ -112,4 +114,55 @@ t.test('endpoint labels are kept across flushes, one per text, and dropped betwe
   await writeMeterBatch(sql, c)
   const [{ n: daily }] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM usage_daily WHERE endpoint LIKE 'GET /v1/jobs/job_%' AND account_id = 1`
   t.equal(daily, 2, 'the numbers made after the drop still write the right rollup')
+})
+
+t.test('flushes from two threads over the same accounts in opposite orders never deadlock: every row is counted', async (t) => {
+  // FRONTENDS=2: each front-end thread flushes its own buffer in its own transaction; both
+  // upsert the same (account, day, endpoint) rollup rows. Taken in different orders, the row
+  // locks deadlocked and PostgreSQL aborted one flush (GET /v1/usage/summary then missed the
+  // requests it had just flushed).
+  const at = Date.UTC(2032, 1, 3)
+  const groups = 300
+  const batch = (reverse: boolean) => {
+    const endpoints = new EndpointTable()
+    const ep = endpoints.id('GET', '/v1/models')
+    const c = new MeterColumns(groups, endpoints, 'dead')
+    for (let i = 0; i < groups; i++) c.push(at, 5000 + (reverse ? groups - 1 - i : i), NaN, ep, 'GET', null, 200, 0, 1, i, null)
+    return c
+  }
+  const rounds = 15
+  for (let r = 0; r < rounds; r++) await Promise.all([writeMeterBatch(sql, batch(false)), writeMeterBatch(sql, batch(true))])
+  const [{ n }] = await sql<{ n: number }[]>`SELECT sum(requests)::int AS n FROM usage_daily WHERE day = '2032-02-03'`
+  t.equal(n, rounds * groups * 2)
+})
+
+t.test('flushFor tries again when a flush fails: the account\'s rows are written before it resolves', async (t) => {
+  // The first rollup upsert fails (a trigger raises once; the transaction rolls back); the rows go
+  // back to the buffer.
+  await sql.unsafe(`
+    CREATE SEQUENCE meter_fail_once;
+    CREATE FUNCTION meter_fail_once () RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF nextval('meter_fail_once') = 1 THEN RAISE EXCEPTION 'injected flush failure'; END IF; RETURN NULL; END $$;
+    CREATE TRIGGER meter_fail_once AFTER INSERT ON usage_daily FOR EACH STATEMENT EXECUTE FUNCTION meter_fail_once();`)
+  t.teardown(() => sql.unsafe('DROP TRIGGER meter_fail_once ON usage_daily; DROP FUNCTION meter_fail_once; DROP SEQUENCE meter_fail_once'))
+  const m = new Metering(sql, pino({ level: 'silent' }), new Map(), 30, 3_600_000)
+  m.push(Date.now(), 4242, NaN, -1, 'GET', '/v1/credits', 200, 0, 1, 1, null)
+  await m.flushFor(4242)
+  const [{ n }] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM request_log WHERE account_id = 4242`
+  t.equal(n, 1, 'written by the second try')
+  t.equal(m.pending, 0)
+  await m.close()
+})
+
+t.test('flushFor waits for a flush that took the account\'s rows while it waited (the timer\'s)', async (t) => {
+  const m = new Metering(sql, pino({ level: 'silent' }), new Map(), 30, 3_600_000)
+  m.push(Date.now(), 90001, NaN, -1, 'GET', '/v1/credits', 200, 0, 1, 1, null)
+  const first = m.flush() // in flight: holds account 90001's row only
+  m.push(Date.now(), 90002, NaN, -1, 'GET', '/v1/credits', 200, 0, 1, 2, null)
+  const timer = m.flush() // queued first: takes 90002's row once the first flush ends
+  await m.flushFor(90002)
+  const [{ n }] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM request_log WHERE account_id = 90002`
+  t.equal(n, 1, 'written when flushFor resolves')
+  await Promise.all([first, timer])
+  await m.close()
 })

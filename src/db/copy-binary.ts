@@ -1,3 +1,6 @@
+import type { Writable } from 'node:stream'
+import { finished } from 'node:stream/promises'
+import type { PendingQuery, Row } from 'postgres'
 /**
  * PostgreSQL's binary COPY format (https://www.postgresql.org/docs/current/sql-copy.html,
  * "Binary Format"), written into one byte buffer (issue 13: the metering flush). A row is
@@ -126,3 +129,28 @@ export function field (s: string): Buffer {
 
 /** Upper bound of the bytes `text(s)` writes. */
 export const textBytes = (s: string): number => 4 + 3 * s.length
+
+/** A `COPY ... FROM STDIN` in progress: write to `stream`, then `done()` once it is ended. */
+export interface CopyIn {
+  stream: Writable
+  /** Settles when the server took the rows, or rejects with its error. */
+  done: () => Promise<void>
+}
+
+/**
+ * Starts `COPY ... FROM STDIN` (`query`, not yet awaited). postgres.js 3.4.9 never finishes
+ * the writable when the server refuses the COPY after its last byte (porsager/postgres#1173: a
+ * trigger, a constraint, a cancelled statement): the error goes to the query's reject, by then
+ * settled, and the transaction waits forever holding its connection. The error is routed to
+ * `done` here, so a failed COPY fails (and rolls back) its transaction.
+ */
+export async function copyIn (query: PendingQuery<Row[]>): Promise<CopyIn> {
+  const q = query as unknown as { reject: (err: unknown) => void }
+  const settle = q.reject
+  let refuse!: (err: unknown) => void
+  const refused = new Promise<never>((_resolve, reject) => { refuse = reject })
+  refused.catch(() => {})
+  q.reject = (err) => { settle(err); refuse(err) }
+  const stream = await query.writable()
+  return { stream, done: () => Promise.race([finished(stream), refused]) }
+}

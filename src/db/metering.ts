@@ -1,7 +1,5 @@
-import type { Writable } from 'node:stream'
-import { finished } from 'node:stream/promises'
 import type { Sql } from './connect.js'
-import { CopyBinary, textBytes } from './copy-binary.js'
+import { CopyBinary, copyIn, textBytes, type CopyIn } from './copy-binary.js'
 import { labelsOf, RollupGroups, type MeterLabels } from './meter-rollup.js'
 
 /** One metered request (SPEC.md 1.5: endpoint, status, credits, latency). */
@@ -214,7 +212,7 @@ const CHUNK = 65536
  * as it writes it), so a busy second's tens of thousands of rows never hold the event loop
  * for the whole batch.
  */
-async function copyRows (c: MeterColumns, labels: MeterLabels, roll: RollupGroups, copy: Writable): Promise<void> {
+async function copyRows (c: MeterColumns, labels: MeterLabels, roll: RollupGroups, copy: CopyIn): Promise<void> {
   const w = new CopyBinary(CHUNK + 8192)
   const genPrefix = Buffer.from(`req_${c.reqPrefix}`)
   w.header()
@@ -223,12 +221,12 @@ async function copyRows (c: MeterColumns, labels: MeterLabels, roll: RollupGroup
     i = encodeRows(c, labels, roll, w, genPrefix, i, CHUNK)
     if (i >= c.length) w.trailer()
     const bytes = w.buf.subarray(0, w.pos)
-    await new Promise<void>((resolve, reject) => { copy.write(bytes, (err) => { if (err) reject(err); else resolve() }) })
+    await new Promise<void>((resolve, reject) => { copy.stream.write(bytes, (err) => { if (err) reject(err); else resolve() }) })
     w.pos = 0
     if (i >= c.length) break
   }
-  copy.end()
-  await finished(copy)
+  copy.stream.end()
+  await copy.done()
 }
 
 /**
@@ -247,7 +245,7 @@ export async function writeMeterBatch (sql: Sql, batch: MeterRow[] | MeterColumn
       // Every request is a row (SPEC.md 1.5), thousands per second under load: COPY costs a
       // fraction of a multi-row INSERT on both sides (no per-parameter Bind encoding and parsing)
       // and has no parameter limit.
-      const copy = await tx`COPY request_log (at, account_id, key_id, method, endpoint, status, credits, latency_ms, request_id) FROM STDIN (FORMAT binary)`.writable()
+      const copy = await copyIn(tx`COPY request_log (at, account_id, key_id, method, endpoint, status, credits, latency_ms, request_id) FROM STDIN (FORMAT binary)`)
       await copyRows(cols, labels, roll, copy)
       if (roll.length === 0) return
       // The rollup through a session-local staging table filled by binary COPY: as arrays bound
@@ -256,9 +254,9 @@ export async function writeMeterBatch (sql: Sql, batch: MeterRow[] | MeterColumn
       await tx`CREATE TEMP TABLE IF NOT EXISTS usage_stage (
         account_id bigint, day date, endpoint text, requests bigint, errors bigint, credits bigint, latency_ms_sum float8
       ) ON COMMIT DELETE ROWS`
-      const stage = await tx`COPY usage_stage FROM STDIN (FORMAT binary)`.writable()
-      stage.end(roll.encode(labels))
-      await finished(stage)
+      const stage = await copyIn(tx`COPY usage_stage FROM STDIN (FORMAT binary)`)
+      stage.stream.end(roll.encode(labels))
+      await stage.done()
       // In key order: flushes of other front-end threads or nodes upsert the same rows at the
       // same time, and rows locked in different orders deadlock (PostgreSQL aborts one flush).
       await tx`

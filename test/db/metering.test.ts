@@ -166,3 +166,23 @@ t.test('flushFor waits for a flush that took the account\'s rows while it waited
   await Promise.all([first, timer])
   await m.close()
 })
+
+t.test('a COPY the server refuses after its last byte fails the flush (postgres.js alone waits forever) and frees the connection', async (t) => {
+  await sql.unsafe(`
+    CREATE FUNCTION copy_refused () RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'injected COPY failure'; END $$;
+    CREATE TRIGGER copy_refused AFTER INSERT ON request_log FOR EACH STATEMENT EXECUTE FUNCTION copy_refused();`)
+  const row = (id: string): MeterRow[] => [{ at: new Date(), account_id: 90003, key_id: null, method: 'GET', endpoint: '/v1/x', status: 200, credits: 0, latency_ms: 1, request_id: id }]
+  let timer: NodeJS.Timeout | undefined
+  const hung = new Promise<string>(resolve => { timer = setTimeout(() => resolve('hung'), 20_000) })
+  for (let i = 0; i < 3; i++) { // more attempts than the pool (2) has connections
+    const r = await Promise.race([writeMeterBatch(sql, row(`refused-${i}`)).then(() => 'written', (err: Error) => err.message), hung])
+    t.equal(r, 'injected COPY failure', `attempt ${i} rejected with the server's error`)
+    if (r === 'hung') return // its transaction holds request_log: nothing more can run here
+  }
+  clearTimeout(timer)
+  await sql.unsafe('DROP TRIGGER copy_refused ON request_log; DROP FUNCTION copy_refused')
+  await writeMeterBatch(sql, row('after'))
+  const [{ n }] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM request_log WHERE account_id = 90003`
+  t.equal(n, 1, 'the refused rows rolled back; the connections serve the next flush')
+})

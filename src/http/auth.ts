@@ -140,19 +140,28 @@ export class Authenticator {
     const now = Date.now()
     const c = this.accounts.get(id)
     if (this.fresh(this.accounts, id, c, now, this.loadAccountFn)) return c!.v
-    let p = this.loadingAccounts.get(id)
-    if (p === undefined) {
-      const load = p = this.loadAccount(id)
-      this.loadingAccounts.set(id, load)
-      const settle = () => { if (this.loadingAccounts.get(id) === load) this.loadingAccounts.delete(id) }
-      load.then((v) => {
-        if (this.loadingAccounts.get(id) !== load) return // invalidated meanwhile: not cached
-        // A miss is not cached: the id may be created a moment later (signup, operator), and
-        // only a correctly signed session can ask for an id without an account behind it.
-        if (v !== null) this.accounts.set(id, { v, at: now })
-        else this.accounts.delete(id)
-      }, () => {}).finally(settle)
-    }
+    // A miss is not cached: the id may be created a moment later (signup, operator), and only a
+    // correctly signed session can ask for an id without an account behind it.
+    return this.coalesce(this.loadingAccounts, this.accounts, id, now, this.loadAccountFn, false)
+  }
+
+  /**
+   * Loads `k` once for every request that misses it at the same time (an expired entry, a cold
+   * key under load): callers share the pending load, whose result is cached (`keepMisses`: a
+   * null too) unless the entry was invalidated while it ran (it may predate that change).
+   */
+  private coalesce<K, V> (
+    loading: Map<K, Promise<V | null>>, map: ByteLru<K, Cached<V | null>>, k: K, now: number, load: (k: K) => Promise<V | null>, keepMisses: boolean
+  ): Promise<V | null> {
+    const pending = loading.get(k)
+    if (pending !== undefined) return pending
+    const p = load(k)
+    loading.set(k, p)
+    p.then((v) => {
+      if (loading.get(k) !== p) return // invalidated meanwhile: not cached
+      if (v !== null || keepMisses) map.set(k, { v, at: now })
+      else map.delete(k)
+    }, () => {}).finally(() => { if (loading.get(k) === p) loading.delete(k) })
     return p
   }
 
@@ -177,17 +186,8 @@ export class Authenticator {
     const now = Date.now()
     const c = this.keys.get(hash)
     if (this.fresh(this.keys, hash, c, now, this.loadKeyFn)) return c!.v
-    let p = this.loadingKeys.get(hash)
-    if (p === undefined) {
-      const load = p = this.loadKey(hash)
-      this.loadingKeys.set(hash, load)
-      const settle = () => { if (this.loadingKeys.get(hash) === load) this.loadingKeys.delete(hash) }
-      load.then((v) => {
-        // Unknown keys too (bounded in bytes); not after an invalidation that came meanwhile.
-        if (this.loadingKeys.get(hash) === load) this.keys.set(hash, { v, at: now })
-      }, () => {}).finally(settle)
-    }
-    return p
+    // Unknown keys are cached too (bounded in bytes).
+    return this.coalesce(this.loadingKeys, this.keys, hash, now, this.loadKeyFn, true)
   }
 
   private async loadKey (hash: string): Promise<KeyRecord | null> {

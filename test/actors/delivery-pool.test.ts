@@ -107,13 +107,18 @@ t.test('recordAttempts (one statement per batch) leaves each row as recordAttemp
   t.equal(other.status, 'disabled', 'and its other pending deliveries')
 })
 
+/** `n` deliveries to `path`, each answered 200 after `afterMs`. */
+async function slowBacklog (n: number, path: string, afterMs: number): Promise<string[]> {
+  const secret = `${path.slice(1)}-secret-0123456789`
+  rx.route(path, secret, Array.from({ length: n }, () => ({ status: 200, afterMs })))
+  return enqueue(n, path, secret)
+}
+
 t.test('a crashed primary worker is restarted; the rows it held come back when their lease expires; none lost', async (t) => {
   const N = 1000
   const path = '/crash'
-  const secret = 'crash-secret-0123456789'
   // Slow answers keep requests in flight, so the crash lands mid-backlog with rows held.
-  rx.route(path, secret, Array.from({ length: N }, () => ({ status: 200, afterMs: 100 })))
-  const ids = await enqueue(N, path, secret)
+  const ids = await slowBacklog(N, path, 100)
   const pool = new DeliveryPool({ databaseUrl: s.databaseUrl, config: s.config, version: 'test', maxWorkers: 1, leaseSeconds: 5 })
   t.teardown(() => pool.close())
   await pool.ready()
@@ -147,9 +152,7 @@ t.test('a crashed primary worker is restarted; the rows it held come back when t
 t.test('close drains: requests in flight finish and are recorded, claimed rows not yet sent are released', async (t) => {
   const N = 300
   const path = '/drain'
-  const secret = 'drain-secret-0123456789'
-  rx.route(path, secret, Array.from({ length: N }, () => ({ status: 200, afterMs: 300 })))
-  const ids = await enqueue(N, path, secret)
+  const ids = await slowBacklog(N, path, 300)
   const pool = new DeliveryPool({ databaseUrl: s.databaseUrl, config: s.config, version: 'test', maxWorkers: 1 })
   await pool.ready()
   await rx.waitFor(path, 10, 30_000)

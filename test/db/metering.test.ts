@@ -2,7 +2,7 @@
 import t from 'tap'
 import pino from 'pino'
 import { connect } from '../../src/db/connect.js'
-import { EndpointTable, MeterColumns, writeMeterBatch, type MeterRow } from '../../src/db/metering.js'
+import { EndpointTable, MeterColumns, pruneMetering, writeMeterBatch, type MeterRow } from '../../src/db/metering.js'
 import { migrate } from '../../src/db/migrate.js'
 import { labelsOf, MAX_LABELS } from '../../src/db/meter-rollup.js'
 import { freshDatabase } from '../helpers/db.js'
@@ -185,4 +185,23 @@ t.test('a COPY the server refuses after its last byte fails the flush (postgres.
   await writeMeterBatch(sql, row('after'))
   const [{ n }] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM request_log WHERE account_id = 90003`
   t.equal(n, 1, 'the refused rows rolled back; the connections serve the next flush')
+})
+
+t.test('request_log carries only a BRIN index on at; the prune deletes rows past retention through it and keeps the rollup', async (t) => {
+  const idx = await sql<{ indexname: string; indexdef: string }[]>`SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'request_log'`
+  t.same(idx.map(i => i.indexname), ['request_log_at_brin'], 'no per-row btree: a metered request costs one heap row and a BRIN summary')
+  const day = 86_400_000
+  const row = (ageDays: number, id: string): MeterRow => ({ at: new Date(Date.now() - ageDays * day), account_id: 90004, key_id: null, method: 'GET', endpoint: '/v1/p', status: 200, credits: 0, latency_ms: 1, request_id: id })
+  await writeMeterBatch(sql, [row(40, 'old-1'), row(31, 'old-2'), row(29, 'new-1'), row(0, 'new-2')])
+  const before = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM request_log WHERE at < now() - interval '30 days'`
+  t.equal(await pruneMetering(sql, 30), before[0].n, 'every row past 30 days (the 1999 row of an earlier test too)')
+  const left = await sql<{ request_id: string }[]>`SELECT request_id FROM request_log WHERE account_id = 90004 ORDER BY at`
+  t.same(left.map(r => r.request_id), ['new-1', 'new-2'])
+  const [{ n }] = await sql<{ n: number }[]>`SELECT sum(requests)::int AS n FROM usage_daily WHERE account_id = 90004`
+  t.equal(n, 4, 'the daily rollup keeps every request')
+  const plan = await sql.begin(async (tx) => {
+    await tx`SET LOCAL enable_seqscan = off`
+    return tx.unsafe(`EXPLAIN DELETE FROM request_log WHERE at < now() - make_interval(days => 30)`)
+  })
+  t.match(plan.map((r: any) => r['QUERY PLAN']).join('\n'), /request_log_at_brin/, 'the prune can use the BRIN index')
 })

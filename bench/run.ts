@@ -14,7 +14,8 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
 import { DIST, pinRunner, serverCpus } from './lib/children.js'
 import type { Metrics } from './lib/load.js'
@@ -332,4 +333,7 @@ async function main (): Promise<void> {
   if (results.some(r => r.error)) process.exitCode = 1
 }
 
-main().catch((err) => { process.stderr.write(`${err?.stack ?? err}\n`); process.exit(1) })
+// Run as a program (node dist/bench/run.js); imported (tests of table()), nothing runs.
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === resolve(process.argv[1])) {
+  main().catch((err) => { process.stderr.write(`${err?.stack ?? err}\n`); process.exit(1) })
+}

@@ -14,7 +14,8 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
 import { DIST, pinRunner, serverCpus } from './lib/children.js'
 import type { Metrics } from './lib/load.js'
@@ -230,6 +231,7 @@ const LABELS: Record<string, string> = {
   rss_after_mb: 'RSS with streams (MB)',
   failed: 'streams failed',
   trigger_ms: 'trigger answered after (ms)',
+  busiest_thread_share: 'busiest thread\'s share of the CPU',
   deliveries: 'deliveries received',
   drained: 'backlog drained after release',
   drain_ms: 'drain time (ms)',
@@ -250,20 +252,26 @@ export function table (results: ScenarioResult[]): string {
   for (const r of results) {
     if (r.skipped) { rows.push([r.name, 'skipped', r.skipped, '', '', '', '']); continue }
     if (r.error) { rows.push([r.name, 'error', r.error.split('\n')[0].slice(0, 80), '', '', '', '']); continue }
-    const svc = r.sides!.find(s => s.role === 'service')!.name
+    // Several service sides (sse-fanout: FRONTENDS=1 and 2): the targets are checked on the
+    // first; every one gets its rows, named after the side.
+    const services = r.sides!.filter(s => s.role === 'service').map(s => s.name)
+    const named = (label: string, side: string) => services.length > 1 ? `${label} [${side}]` : label
     const baselines = r.sides!.filter(s => s.role === 'baseline').map(s => s.name)
     for (const t of r.targets ?? []) {
       const target = t.kind === 'ratio' ? `ratio ${t.op} ${t.value}` : `${t.op} ${t.value}`
-      rows.push([r.name, LABELS[t.metric] ?? t.metric, fmt(t.service), t.baseline ? `${fmt(t.baselineValue)} (${t.baseline})` : '', t.ratio !== null ? fmt(t.ratio) : '', target, t.met ? 'yes' : 'NO'])
+      rows.push([r.name, named(LABELS[t.metric] ?? t.metric, services[0]), fmt(t.service), t.baseline ? `${fmt(t.baselineValue)} (${t.baseline})` : '', t.ratio !== null ? fmt(t.ratio) : '', target, t.met ? 'yes' : 'NO'])
     }
-    for (const k of r.show ?? []) {
-      if ((r.targets ?? []).some(t => t.metric === k && t.kind === 'ratio')) continue
-      const sv = r.medians![svc][k]
-      if (baselines.length === 0) rows.push([r.name, LABELS[k] ?? k, fmt(sv), '', '', '', ''])
-      for (const b of baselines) {
-        const bv = r.medians![b][k]
-        if (bv === undefined) { rows.push([r.name, LABELS[k] ?? k, fmt(sv), '', '', '', '']); continue }
-        rows.push([r.name, LABELS[k] ?? k, fmt(sv), `${fmt(bv)} (${b})`, bv ? fmt(sv / bv) : '-', '', ''])
+    for (const svc of services) {
+      for (const k of r.show ?? []) {
+        if ((r.targets ?? []).some(t => t.metric === k && t.kind === 'ratio')) continue
+        const label = named(LABELS[k] ?? k, svc)
+        const sv = r.medians![svc][k]
+        if (baselines.length === 0) rows.push([r.name, label, fmt(sv), '', '', '', ''])
+        for (const b of baselines) {
+          const bv = r.medians![b][k]
+          if (bv === undefined) { rows.push([r.name, label, fmt(sv), '', '', '', '']); continue }
+          rows.push([r.name, label, fmt(sv), `${fmt(bv)} (${b})`, bv ? fmt(sv / bv) : '-', '', ''])
+        }
       }
     }
     for (const c of r.checks ?? []) rows.push([r.name, c.metric, String(c.value), '', '', c.target, c.met ? 'yes' : 'NO'])
@@ -325,4 +333,7 @@ async function main (): Promise<void> {
   if (results.some(r => r.error)) process.exitCode = 1
 }
 
-main().catch((err) => { process.stderr.write(`${err?.stack ?? err}\n`); process.exit(1) })
+// Run as a program (node dist/bench/run.js); imported (tests of table()), nothing runs.
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === resolve(process.argv[1])) {
+  main().catch((err) => { process.stderr.write(`${err?.stack ?? err}\n`); process.exit(1) })
+}

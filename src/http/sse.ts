@@ -97,8 +97,37 @@ export class SseHub {
     this.count++
   }
 
-  /** A job changed (from the shards, through the job cache). */
+  /** Changes waiting for the fan-out of this loop turn (see publish). */
+  private readonly queued: JobView[] = []
+  private flushing = false
+
+  /**
+   * A job changed (from the shards, through the job cache). Written to its streams in the check
+   * phase of this loop turn, not at once: every change that reached the thread in the same turn
+   * (a shard's batch, several shards' messages) is handed on first, so on the main thread the
+   * other front-end threads get all of them on the thread bus before this one spends ~10 ms a
+   * thousand streams on its own writes (issue 13: they used to get job k+1 only once the main
+   * thread had written job k). Order per job is kept (one queue); a stream opened meanwhile
+   * was sent the cached state, which already holds the change, and its Last-Event-ID filter
+   * keeps it from getting the change twice.
+   */
   publish (view: JobView): void {
+    if (!this.byJob.has(view.id)) return
+    this.queued.push(view)
+    if (this.queued.length === 1 && !this.flushing) setImmediate(this.flush)
+  }
+
+  private readonly flush = (): void => {
+    this.flushing = true
+    try {
+      for (let i = 0; i < this.queued.length; i++) this.publishNow(this.queued[i])
+    } finally {
+      this.queued.length = 0
+      this.flushing = false
+    }
+  }
+
+  private publishNow (view: JobView): void {
     const set = this.byJob.get(view.id)
     if (!set) return
     const id = eventIdOf(view)

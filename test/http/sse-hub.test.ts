@@ -34,6 +34,9 @@ class FakeRes {
   get events (): string[] { return this.chunks.join('').split('\n').filter(l => l.startsWith('event: ')).map(l => l.slice(7)) }
 }
 
+/** One loop turn: the hub writes a turn's changes in its check phase (setImmediate). */
+const turn = () => new Promise<void>(resolve => setImmediate(resolve))
+
 const at = (ms: number): string => new Date(ms).toISOString()
 function view (status: JobView['status'], ms: number): JobView {
   return { id: 'job_hubtest', status, progress: status === 'cancelled' ? 0 : 10, result_url: null, error_message: status === 'cancelled' ? 'Cancelled' : null, updated_at: at(ms) } as JobView
@@ -65,9 +68,11 @@ t.test('a job end fans out to every stream once, releases every slot, and keeps 
   const resumed = open(7, eventIdOf(cancelled))
   t.same(resumed.events, [], 'the resumed stream was sent nothing yet')
   hub.publish(view('processing', 1_800_000_000_100))
+  await turn()
   t.ok(slow.writable, 'the slow stream waits for onWritable')
   const before = slow.events.length
   hub.publish(cancelled)
+  await turn()
   for (const r of res) {
     if (r === slow || r === resumed) continue
     t.ok(r.ended, 'ended')
@@ -92,6 +97,30 @@ t.test('a job end fans out to every stream once, releases every slot, and keeps 
   const again = open(9, 0)
   t.equal(hub.size, 1)
   hub.publish(view('cancelled', 1_800_000_000_500))
+  await turn()
   t.ok(again.ended)
   t.equal(counts.open(9), 0)
+})
+
+t.test('changes are written after the turn that published them, all of them, in order', async (t) => {
+  // On the main thread the job events of one turn are all posted on the thread bus before any
+  // stream is written (issue 13): the hub must not write inside publish.
+  const hub = new SseHub(60_000, new LocalStreamCounts())
+  t.teardown(() => hub.close())
+  const r = new FakeRes()
+  t.ok(hub.reserve(7, 10))
+  r.cork(() => hub.open(r as unknown as HttpResponse, () => {}, {}, view('queued', 1_800_000_000_000), 7, 0))
+  const opened = r.chunks.length
+  hub.publish(view('processing', 1_800_000_000_100))
+  hub.publish(view('cancelled', 1_800_000_000_200))
+  t.equal(r.chunks.length, opened, 'nothing written inside publish')
+  await turn()
+  t.same(r.events, ['status', 'status', 'status', 'done'], 'queued, then processing, cancelled and done in order')
+  t.match(r.chunks.join(''), /"status":"queued"[^]*"status":"processing"[^]*"status":"cancelled"/)
+  t.ok(r.ended)
+  t.equal(hub.size, 0)
+  // A job without streams queues nothing.
+  hub.publish({ ...view('processing', 1_800_000_000_300), id: 'job_nostreams' })
+  await turn()
+  t.equal(hub.size, 0)
 })

@@ -1,4 +1,5 @@
 import type { Q } from './connect.js'
+import { numberArray, textArray } from './array-literal.js'
 import type { JobRow, JobStatus } from '../jobs/view.js'
 
 /** A job row as inserted: the columns of JobRow the database does not fill in itself. */
@@ -42,11 +43,7 @@ export async function chargeAndInsertJob (tx: Q, j: NewJob, note: string): Promi
   return row.credits === null ? null : { credits: row.credits, free_videos_used: row.free_videos_used! }
 }
 
-/**
- * A timestamp as text, sent as `text[]` and cast in SQL: postgres.js types a Date array (and a
- * boolean array) as one scalar, and a typed `timestamptz[]` parameter would parse each string back
- * into a Date to serialise it.
- */
+/** A timestamp as text for an array literal. */
 const isoOrNull = (d: Date | null | undefined): string | null => d == null ? null : d.toISOString()
 
 /**
@@ -58,9 +55,9 @@ const isoOrNull = (d: Date | null | undefined): string | null => d == null ? nul
  * one by one (chargeAndInsertJob). Returns, per charged account, its committed balance and
  * free_videos_used after all of its jobs.
  *
- * The rows cross as one array per column through unnest (docs/decisions.md "Creation CPU"):
- * a JSON document of the whole batch cost PostgreSQL a jsonb parse with key sorting per row
- * (jsonb_populate_recordset) and the shard a JSON.stringify of every row with its keys. Only
+ * The rows cross as one array literal per column through unnest (docs/decisions.md "Creation
+ * CPU"): a JSON document of the whole batch cost PostgreSQL a jsonb parse with key sorting per
+ * row (jsonb_populate_recordset) and the shard a JSON.stringify of every row with its keys. Only
  * for creations not born completed (the group commit sends those alone): result_url and
  * completed_at are NULL.
  */
@@ -113,10 +110,12 @@ export async function chargeAndInsertJobs (tx: Q, jobs: NewJob[]): Promise<Map<n
   }
   const out = await tx<{ id: number; credits: number; free_videos_used: number }[]>`
     WITH j AS (
-      SELECT * FROM unnest(${id}::text[], ${account}::bigint[], ${key}::bigint[], ${type}::text[], ${model}::text[], ${status}::text[],
-        ${prompt}::text[], ${request}::text[], ${progress}::int[], ${credits}::int[], ${estimated}::int[], ${provider}::text[],
-        ${providerJob}::text[], ${idem}::text[], ${hash}::text[], ${source}::text[], ${trial}::text[]::bool[], ${deadline}::text[]::timestamptz[],
-        ${created}::text[]::timestamptz[], ${owner}::text[], ${lease}::text[]::timestamptz[])
+      SELECT * FROM unnest(${textArray(id)}::text[], ${numberArray(account)}::bigint[], ${numberArray(key)}::bigint[], ${textArray(type)}::text[],
+        ${textArray(model)}::text[], ${textArray(status)}::text[], ${textArray(prompt)}::text[], ${textArray(request)}::text[],
+        ${numberArray(progress)}::int[], ${numberArray(credits)}::int[], ${numberArray(estimated)}::int[], ${textArray(provider)}::text[],
+        ${textArray(providerJob)}::text[], ${textArray(idem)}::text[], ${textArray(hash)}::text[], ${textArray(source)}::text[],
+        ${textArray(trial)}::bool[], ${textArray(deadline)}::timestamptz[], ${textArray(created)}::timestamptz[], ${textArray(owner)}::text[],
+        ${textArray(lease)}::timestamptz[])
         AS t(id, account_id, key_id, type, model, status, prompt, request, progress, credits_charged, estimated_seconds, provider,
           provider_job_id, idempotency_key, request_hash, source_job_id, free_trial, deadline_at, created_at, owner, lease_until)
     ),

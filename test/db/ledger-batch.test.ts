@@ -196,3 +196,25 @@ t.test('creations written together keep every text as sent (quotes, backslashes,
   }
   t.same(await state(a), { credits: 100 - texts.length, used: 0, sum: 100 - texts.length, jobs: texts.length })
 })
+
+t.test('a batch of creations only is one statement without BEGIN/COMMIT; a batch with other work keeps its transaction', async (t) => {
+  const a = await account(1000)
+  let begins = 0
+  // The same pool, counting explicit transactions.
+  const counted = new Proxy(sql, {
+    get (target, prop, receiver) {
+      if (prop === 'begin') return (...args: unknown[]) => { begins++; return (target.begin as (...a: unknown[]) => unknown)(...args) }
+      return Reflect.get(target, prop, receiver)
+    },
+  })
+  const gc = new GroupCommit(counted)
+  const got = await Promise.all([row(a, 10), row(a, 10), row(a, 10)].map(r => gc.create(r)))
+  t.same(got.map(g => g.credits), [990, 980, 970], 'each creation answers the balance its own charge left')
+  t.equal(begins, 0, 'no explicit transaction for creations alone')
+  t.same(gc.stats, { transactions: 1, items: 3, fallbacks: 0, together: 3 })
+  t.same(await state(a), { credits: 970, used: 0, sum: 970, jobs: 3 })
+  const mixed = await Promise.all([gc.create(row(a, 10)), gc.create(row(a, 10)), gc.run(tx => tx`SELECT 1`)])
+  t.equal(mixed.length, 3)
+  t.equal(begins, 1, 'creations with other work share one transaction')
+  t.same(await state(a), { credits: 950, used: 0, sum: 950, jobs: 5 })
+})

@@ -12,6 +12,8 @@ import type { Charged } from './group-commit.js'
 import type { ShardRequests } from './protocol.js'
 import { KeySlots } from './slots.js'
 
+const noop = (): void => {}
+
 export type { ActorDeps } from './creation.js'
 export { createdOf } from './creation.js'
 export { PRICING_URL } from './decide.js'
@@ -154,9 +156,11 @@ export class AccountActor {
     this.held.credits += req.spec.credits
     if (trial) this.held.trialVideos++
     this.slots.hold(req.keyId)
+    // Only a creation under an Idempotency-Key has others to wake (a retry waiting on it).
+    if (key === undefined) return { kind: 'new' as const, id, trial, settle: noop }
     let settle!: () => void
     const pending = new Promise<void>(resolve => { settle = resolve })
-    if (key !== undefined) this.idem.set(key, { fingerprint: req.fingerprint ?? '', pending })
+    this.idem.set(key, { fingerprint: req.fingerprint ?? '', pending })
     return { kind: 'new' as const, id, trial, settle }
   }
 

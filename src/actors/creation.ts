@@ -168,7 +168,8 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
     : undefined
   let committed: Charged
   try {
-    committed = await deps.commit.create({ ...row }, after)
+    // The row itself: nothing changes it until the commit has settled (it is adopted after).
+    committed = await deps.commit.create(row, after)
   } catch (err) {
     a.settled(c, req.keyId, null, false)
     if (holds) on.release()

@@ -3,6 +3,12 @@ import { chargeAndInsertJobs, updateJobProgress, updateJobsProgress, type NewJob
 import { completeJob, completeJobs, createJob, type Completion, type History, type VideoMedia } from '../db/ledger.js'
 import type { JobRow } from '../jobs/view.js'
 import { observeCommit } from '../worker-stats.js'
+/** A creation the batch statement can write (chargeAndInsertJobs): not born completed, nothing else to write. */
+function creationOnly (i: Item): boolean {
+  const r = (i.work as { creation?: JobRow }).creation
+  return r !== undefined && r.status !== 'completed'
+}
+
 /** A unit of durable work: the SQL of one mutation, run inside a shared transaction. */
 export type Work<T> = (tx: Tx) => Promise<T>
 
@@ -113,6 +119,7 @@ export class GroupCommit {
   }
 
   private async commit (batch: Item[]): Promise<void> {
+    if (batch.length >= 2 && batch.every(creationOnly)) return this.commitCreations(batch)
     const started = performance.now()
     let results: unknown[]
     try {
@@ -138,14 +145,7 @@ export class GroupCommit {
       // The database is away (issue 15): retrying item by item would only wait again per item.
       if (batch.length === 1 || isDbUnavailable(err)) { for (const i of batch) i.reject(err); return }
       this.stats.fallbacks++
-      for (const item of batch) {
-        try {
-          const v = await this.bounded(this.sql.begin(tx => item.work(tx)))
-          this.stats.transactions++
-          this.stats.items++
-          item.resolve(v)
-        } catch (e) { item.reject(e) }
-      }
+      await this.oneByOne(batch)
       return
     }
     this.stats.transactions++
@@ -154,8 +154,51 @@ export class GroupCommit {
     for (let i = 0; i < batch.length; i++) batch[i].resolve(results[i])
   }
 
+  /** Each item in a transaction of its own (a failed batch, or creations a batch statement left). */
+  private async oneByOne (items: Item[]): Promise<void> {
+    for (const item of items) {
+      try {
+        const v = await this.bounded(this.sql.begin(tx => item.work(tx)))
+        this.stats.transactions++
+        this.stats.items++
+        item.resolve(v)
+      } catch (e) { item.reject(e) }
+    }
+  }
+
+  /**
+   * A batch of plain creations only (the common case under creation load) is ONE statement,
+   * so it runs as its own transaction (autocommit: COMMIT at its end, as durable as an explicit
+   * one) without the BEGIN and COMMIT round trips: with one account the shard's commits run
+   * one after another, so each round trip lengthens every batch (docs/decisions.md "Creation
+   * CPU"). Creations of an account the statement could not charge then run one by one, each in
+   * its own transaction, as they would have in the batch's. A failed statement wrote nothing:
+   * every creation is retried alone, as a failed batch is.
+   */
+  private async commitCreations (batch: Item[]): Promise<void> {
+    const started = performance.now()
+    const together: Array<Promise<unknown> | undefined> = new Array(batch.length)
+    try {
+      await this.bounded(this.createTogether(this.sql, batch, together))
+    } catch (err) {
+      if (isDbUnavailable(err)) { for (const i of batch) i.reject(err); return }
+      this.stats.fallbacks++
+      await this.oneByOne(batch)
+      return
+    }
+    this.stats.transactions++
+    const left: Item[] = []
+    for (let n = 0; n < batch.length; n++) {
+      const done = together[n]
+      if (done === undefined) left.push(batch[n])
+      else { this.stats.items++; batch[n].resolve(done) }
+    }
+    observeCommit(batch.length - left.length, (performance.now() - started) / 1000) // metrics (src/worker-stats.ts)
+    if (left.length > 0) await this.oneByOne(left)
+  }
+
   /** The batch's creations as one statement; fills `out` for them (the others run alone). */
-  private async createTogether (tx: Tx, batch: Item[], out: Array<Promise<unknown> | undefined>): Promise<void> {
+  private async createTogether (tx: Sql | Tx, batch: Item[], out: Array<Promise<unknown> | undefined>): Promise<void> {
     const rows = batch.map(i => (i.work as { creation?: NewJob & JobRow }).creation)
     const creations = rows.filter((r): r is NewJob & JobRow => r !== undefined && r.status !== 'completed')
     if (creations.length < 2) return

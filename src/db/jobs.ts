@@ -1,4 +1,5 @@
 import type { Q } from './connect.js'
+import { numberArray, textArray } from './array-literal.js'
 import type { JobRow, JobStatus } from '../jobs/view.js'
 
 /** A job row as inserted: the columns of JobRow the database does not fill in itself. */
@@ -42,9 +43,8 @@ export async function chargeAndInsertJob (tx: Q, j: NewJob, note: string): Promi
   return row.credits === null ? null : { credits: row.credits, free_videos_used: row.free_videos_used! }
 }
 
-const JOB_COLUMNS = ['id', 'account_id', 'key_id', 'type', 'model', 'status', 'prompt', 'request', 'progress', 'credits_charged',
-  'estimated_seconds', 'result_url', 'provider', 'provider_job_id', 'idempotency_key', 'request_hash', 'source_job_id', 'free_trial',
-  'deadline_at', 'created_at', 'updated_at', 'completed_at', 'owner', 'lease_until'] as const
+/** A timestamp as text for an array literal. */
+const isoOrNull = (d: Date | null | undefined): string | null => d == null ? null : d.toISOString()
 
 /**
  * Many creations' durable writes in ONE statement (issue 12 point 4, DESIGN.md 3): one UPDATE
@@ -54,12 +54,71 @@ const JOB_COLUMNS = ['id', 'account_id', 'key_id', 'type', 'model', 'status', 'p
  * nothing of it is written: its rows are absent from the result, and the caller retries them
  * one by one (chargeAndInsertJob). Returns, per charged account, its committed balance and
  * free_videos_used after all of its jobs.
+ *
+ * The rows cross as one array literal per column through unnest (docs/decisions.md "Creation
+ * CPU"): a JSON document of the whole batch cost PostgreSQL a jsonb parse with key sorting per
+ * row (jsonb_populate_recordset) and the shard a JSON.stringify of every row with its keys. Only
+ * for creations not born completed (the group commit sends those alone): result_url and
+ * completed_at are NULL.
  */
 export async function chargeAndInsertJobs (tx: Q, jobs: NewJob[]): Promise<Map<number, { credits: number; free_videos_used: number }>> {
-  const rows = jobs.map(j => Object.fromEntries(JOB_COLUMNS.map(c => [c, c === 'updated_at' ? j.created_at : (j as Record<string, unknown>)[c] ?? (c === 'progress' ? 0 : null)])))
-  const cols = tx.unsafe(JOB_COLUMNS.join(', '))
+  const n = jobs.length
+  const id = new Array<string>(n)
+  const account = new Array<number>(n)
+  const key = new Array<number | null>(n)
+  const type = new Array<string>(n)
+  const model = new Array<string>(n)
+  const status = new Array<string>(n)
+  const prompt = new Array<string | null>(n)
+  const request = new Array<string>(n)
+  const progress = new Array<number>(n)
+  const credits = new Array<number>(n)
+  const estimated = new Array<number>(n)
+  const provider = new Array<string>(n)
+  const providerJob = new Array<string | null>(n)
+  const idem = new Array<string | null>(n)
+  const hash = new Array<string | null>(n)
+  const source = new Array<string | null>(n)
+  const trial = new Array<string>(n)
+  const deadline = new Array<string | null>(n)
+  const created = new Array<string | null>(n)
+  const owner = new Array<string | null>(n)
+  const lease = new Array<string | null>(n)
+  for (let k = 0; k < n; k++) {
+    const j = jobs[k]
+    id[k] = j.id
+    account[k] = j.account_id
+    key[k] = j.key_id
+    type[k] = j.type
+    model[k] = j.model
+    status[k] = j.status
+    prompt[k] = j.prompt
+    request[k] = JSON.stringify(j.request)
+    progress[k] = j.progress ?? 0
+    credits[k] = j.credits_charged
+    estimated[k] = j.estimated_seconds
+    provider[k] = j.provider
+    providerJob[k] = j.provider_job_id
+    idem[k] = j.idempotency_key
+    hash[k] = j.request_hash
+    source[k] = j.source_job_id
+    trial[k] = j.free_trial ? 't' : 'f'
+    deadline[k] = isoOrNull(j.deadline_at)
+    created[k] = isoOrNull(j.created_at)
+    owner[k] = j.owner ?? null
+    lease[k] = isoOrNull(j.lease_until)
+  }
   const out = await tx<{ id: number; credits: number; free_videos_used: number }[]>`
-    WITH j AS (SELECT * FROM jsonb_populate_recordset(null::jobs, ${tx.json(rows as any)})),
+    WITH j AS (
+      SELECT * FROM unnest(${textArray(id)}::text[], ${numberArray(account)}::bigint[], ${numberArray(key)}::bigint[], ${textArray(type)}::text[],
+        ${textArray(model)}::text[], ${textArray(status)}::text[], ${textArray(prompt)}::text[], ${textArray(request)}::text[],
+        ${numberArray(progress)}::int[], ${numberArray(credits)}::int[], ${numberArray(estimated)}::int[], ${textArray(provider)}::text[],
+        ${textArray(providerJob)}::text[], ${textArray(idem)}::text[], ${textArray(hash)}::text[], ${textArray(source)}::text[],
+        ${textArray(trial)}::bool[], ${textArray(deadline)}::timestamptz[], ${textArray(created)}::timestamptz[], ${textArray(owner)}::text[],
+        ${textArray(lease)}::timestamptz[])
+        AS t(id, account_id, key_id, type, model, status, prompt, request, progress, credits_charged, estimated_seconds, provider,
+          provider_job_id, idempotency_key, request_hash, source_job_id, free_trial, deadline_at, created_at, owner, lease_until)
+    ),
     s AS (SELECT account_id, sum(credits_charged)::bigint AS total, count(*) FILTER (WHERE free_trial)::int AS trials FROM j GROUP BY account_id),
     charged AS (
       UPDATE accounts a SET credits = a.credits - s.total, free_videos_used = a.free_videos_used + s.trials, updated_at = now()
@@ -70,7 +129,11 @@ export async function chargeAndInsertJobs (tx: Q, jobs: NewJob[]): Promise<Map<n
       INSERT INTO credit_entries (account_id, delta, kind, job_id, note)
       SELECT j.account_id, -j.credits_charged, 'charge', j.id, j.type || ' ' || j.model FROM j JOIN charged c ON c.id = j.account_id
     ), inserted AS (
-      INSERT INTO jobs (${cols}) SELECT ${cols} FROM j WHERE j.account_id IN (SELECT id FROM charged)
+      INSERT INTO jobs (id, account_id, key_id, type, model, status, prompt, request, progress, credits_charged, estimated_seconds, provider,
+        provider_job_id, idempotency_key, request_hash, source_job_id, free_trial, deadline_at, created_at, updated_at, owner, lease_until)
+      SELECT id, account_id, key_id, type, model, status, prompt, request::jsonb, progress, credits_charged, estimated_seconds, provider,
+        provider_job_id, idempotency_key, request_hash, source_job_id, free_trial, deadline_at, created_at, created_at, owner, lease_until
+      FROM j WHERE j.account_id IN (SELECT id FROM charged)
     )
     SELECT id, credits, free_videos_used FROM charged`
   return new Map(out.map(r => [Number(r.id), { credits: r.credits, free_videos_used: r.free_videos_used }]))

@@ -173,3 +173,48 @@ t.test('balances are ordered by stamp, not by when they settle: the highest stam
   t.equal(latest.credits, 40)
   t.ok(settled[settled.length - 1].credits > latest.credits, 'the last to settle is not the latest balance')
 })
+
+t.test('creations written together keep every text as sent (quotes, backslashes, commas, braces, NULL, unicode)', async (t) => {
+  const a = await account(100)
+  const gc = new GroupCommit(sql)
+  const texts = ['say "hi", {then} \\ leave', 'NULL', 'null', '', ' spaced  ', 'back\\\\slash"', 'émoji 🌊 \t tab\nline', '{"a":1}']
+  const rows = texts.map((p, i) => row(a, 1, {
+    prompt: p, request: { model: 'nano-banana', prompt: p, list: [p, null], n: i }, idempotency_key: i % 2 ? p : null, request_hash: p, key_id: i % 3 ? i : null,
+  }))
+  await Promise.all(rows.map(r => gc.create(r)))
+  t.equal(gc.stats.together, texts.length, 'written in one statement')
+  const got = new Map((await sql<JobRow[]>`SELECT * FROM jobs WHERE account_id = ${a}`).map(j => [j.id, j]))
+  for (const r of rows) {
+    const j = got.get(r.id)!
+    t.equal(j.prompt, r.prompt)
+    t.same(j.request, r.request)
+    t.equal(j.idempotency_key, r.idempotency_key)
+    t.equal(j.request_hash, r.request_hash)
+    t.equal(j.key_id, r.key_id)
+    t.equal(j.lease_until!.getTime(), r.lease_until!.getTime())
+    t.equal(j.created_at.getTime(), r.created_at.getTime())
+  }
+  t.same(await state(a), { credits: 100 - texts.length, used: 0, sum: 100 - texts.length, jobs: texts.length })
+})
+
+t.test('a batch of creations only is one statement without BEGIN/COMMIT; a batch with other work keeps its transaction', async (t) => {
+  const a = await account(1000)
+  let begins = 0
+  // The same pool, counting explicit transactions.
+  const counted = new Proxy(sql, {
+    get (target, prop, receiver) {
+      if (prop === 'begin') return (...args: unknown[]) => { begins++; return (target.begin as (...a: unknown[]) => unknown)(...args) }
+      return Reflect.get(target, prop, receiver)
+    },
+  })
+  const gc = new GroupCommit(counted)
+  const got = await Promise.all([row(a, 10), row(a, 10), row(a, 10)].map(r => gc.create(r)))
+  t.same(got.map(g => g.credits), [990, 980, 970], 'each creation answers the balance its own charge left')
+  t.equal(begins, 0, 'no explicit transaction for creations alone')
+  t.same(gc.stats, { transactions: 1, items: 3, fallbacks: 0, together: 3 })
+  t.same(await state(a), { credits: 970, used: 0, sum: 970, jobs: 3 })
+  const mixed = await Promise.all([gc.create(row(a, 10)), gc.create(row(a, 10)), gc.run(tx => tx`SELECT 1`)])
+  t.equal(mixed.length, 3)
+  t.equal(begins, 1, 'creations with other work share one transaction')
+  t.same(await state(a), { credits: 950, used: 0, sum: 950, jobs: 5 })
+})

@@ -12,6 +12,7 @@ import { JOB_ID_RE } from '../../jobs/view.js'
 import { orderOf, specOf } from '../../jobs/spec.js'
 import { screenText } from '../../moderation.js'
 import type { BatchItemView, JobCaller, JobOrder, JobSpec } from '../../domain.js'
+import type { ShardMsg } from '../../actors/protocol.js'
 import { PRICING_URL } from '../../actors/decide.js'
 import type { Route, RouteContext } from '../route.js'
 import { ErrorEnvelope } from '../openapi.js'
@@ -102,13 +103,10 @@ async function specFor (ctx: RouteContext, n: NormalizedRequest, o: { screen: bo
 async function create (ctx: RouteContext, validate: (body: unknown, o: ValidateOptions) => NormalizedRequest) {
   const idempotencyKey = checkIdempotencyKey(ctx.headers['idempotency-key'])
   const spec = await specFor(ctx, validate(ctx.body ?? {}, policy(ctx)))
-  const r = await ctx.services.shards.ask(ctx.caller!.accountId, {
-    type: 'job.create',
-    ...jobCaller(ctx),
-    spec: orderOf(spec),
-    idempotencyKey,
-    fingerprint: idempotencyKey !== undefined ? fingerprint(ctx) : undefined,
-  }, 60_000)
+  // Without an Idempotency-Key the message carries no key fields at all (each crosses the thread).
+  const msg: ShardMsg & { type: 'job.create' } = { type: 'job.create', ...jobCaller(ctx), spec: orderOf(spec) }
+  if (idempotencyKey !== undefined) { msg.idempotencyKey = idempotencyKey; msg.fingerprint = fingerprint(ctx) }
+  const r = await ctx.services.shards.ask(ctx.caller!.accountId, msg, 60_000)
   if (!r.replayed) ctx.meter.credits = r.created.credits_charged
   if (!r.replayed) ctx.services.metrics.jobCreated(spec.type, spec.model)
   const generated = !r.replayed && ctx.body && typeof ctx.body === 'object' && (ctx.body as Record<string, unknown>).webhook_secret === undefined && spec.request.webhook_url

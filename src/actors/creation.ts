@@ -199,6 +199,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
     job.announced = true // its full view was emitted just above
     if (holds) job.took(on)
     if (retryAfterMs > 0) job.retryAfter(retryAfterMs)
+    else if (row.status === 'queued' && on.provider.accepts(pj)) job.waitFor(on)
     if (timedOut && submission) {
       job.awaitSubmission(submission)
       throw new ApiError('GATEWAY_TIMEOUT', `The provider did not answer within ${deps.submitTimeoutMs} ms; the job ${id} was created and charged and is still running. Poll GET /v1/jobs/${id} instead of resubmitting`, { details: { job_id: id } })

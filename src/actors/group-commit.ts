@@ -14,6 +14,9 @@ export type Work<T> = (tx: Tx) => Promise<T>
 
 interface Item { work: Work<unknown>; resolve: (v: unknown) => void; reject: (e: unknown) => void }
 
+/** Releases a committed batch's callers (GroupCommit.drain). */
+type Settle = () => void
+
 /**
  * What a creation's charge committed: the account's balance and free videos right after it,
  * and `seq`, the order in which its statement ran (GroupCommit.stamp): concurrent creations
@@ -100,11 +103,19 @@ export class GroupCommit {
   private async drain (): Promise<void> {
     // Let the current turn's mutations join the first batch.
     await new Promise<void>(resolve => setImmediate(resolve))
+    let settle: Settle | undefined
     while (this.queue.length > 0) {
       const batch = this.queue
       this.queue = []
-      await this.commit(batch)
+      const next = this.commit(batch)
+      // A committed batch's callers resume only once the next statement is on its way (its
+      // arrays are built and sent before this turn's microtasks run): their replies, events
+      // and adoptions overlap PostgreSQL's work on it instead of delaying it. Statements still
+      // run one at a time, in order, so balance stamps keep the order the charges ran in.
+      settle?.()
+      settle = await next
     }
+    settle?.()
     this.inFlight = null
   }
 
@@ -118,7 +129,8 @@ export class GroupCommit {
     ]).finally(() => clearTimeout(timer))
   }
 
-  private async commit (batch: Item[]): Promise<void> {
+  /** Commits a batch; returns what releases its callers (drain calls it), or nothing when they are already settled. */
+  private async commit (batch: Item[]): Promise<Settle | undefined> {
     if (batch.length >= 2 && batch.every(creationOnly)) return this.commitCreations(batch)
     const started = performance.now()
     let results: unknown[]
@@ -151,7 +163,7 @@ export class GroupCommit {
     this.stats.transactions++
     this.stats.items += batch.length
     observeCommit(batch.length, (performance.now() - started) / 1000) // metrics (src/worker-stats.ts)
-    for (let i = 0; i < batch.length; i++) batch[i].resolve(results[i])
+    return () => { for (let i = 0; i < batch.length; i++) batch[i].resolve(results[i]) }
   }
 
   /** Each item in a transaction of its own (a failed batch, or creations a batch statement left). */
@@ -175,7 +187,7 @@ export class GroupCommit {
    * its own transaction, as they would have in the batch's. A failed statement wrote nothing:
    * every creation is retried alone, as a failed batch is.
    */
-  private async commitCreations (batch: Item[]): Promise<void> {
+  private async commitCreations (batch: Item[]): Promise<Settle | undefined> {
     const started = performance.now()
     const together: Array<Promise<unknown> | undefined> = new Array(batch.length)
     try {
@@ -188,13 +200,15 @@ export class GroupCommit {
     }
     this.stats.transactions++
     const left: Item[] = []
-    for (let n = 0; n < batch.length; n++) {
-      const done = together[n]
-      if (done === undefined) left.push(batch[n])
-      else { this.stats.items++; batch[n].resolve(done) }
-    }
+    for (let n = 0; n < batch.length; n++) if (together[n] === undefined) left.push(batch[n])
+    this.stats.items += batch.length - left.length
     observeCommit(batch.length - left.length, (performance.now() - started) / 1000) // metrics (src/worker-stats.ts)
-    if (left.length > 0) await this.oneByOne(left)
+    const settle = () => { for (let n = 0; n < batch.length; n++) { const done = together[n]; if (done !== undefined) batch[n].resolve(done) } }
+    if (left.length === 0) return settle
+    // Creations the statement could not charge run one by one before the next batch (their
+    // balance stamps must follow this statement's); the charged ones are answered first.
+    settle()
+    await this.oneByOne(left)
   }
 
   /** The batch's creations as one statement; fills `out` for them (the others run alone). */

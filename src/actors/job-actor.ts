@@ -157,6 +157,16 @@ export class JobActor {
     if (this.holdsSlot) { this.holdsSlot = false; this.route.release() }
   }
 
+  /**
+   * A creation found `route` full: the job takes its place in the route's queue at once, so the
+   * queue (GET /v1/health `queued`, first come first served) holds it before the 201 is sent,
+   * not from its first tick on.
+   */
+  waitFor (route: Route): void {
+    this.routeIndex = Math.max(0, this.routes.indexOf(route))
+    route.wait(this.id, () => this.schedule(0))
+  }
+
   /** Nothing is sent to the provider before `ms` from now (upstream 429 Retry-After). */
   retryAfter (ms: number): void { this.notBefore = Math.max(this.notBefore, Date.now() + ms) }
 

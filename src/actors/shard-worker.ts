@@ -2,7 +2,7 @@ import { parentPort, workerData, type MessagePort } from 'node:worker_threads'
 import { createLogger } from '../log.js'
 import { ApiError } from '../errors.js'
 import { connect, containDriverFaults, DbHealth, dbUnavailable, isDbUnavailable } from '../db/connect.js'
-import { claimJobs, LEASE_MS, renewLeases, saveProgress } from '../db/jobs.js'
+import { claimJobs, heldJobs, LEASE_MS, renewShardLease, saveProgress } from '../db/jobs.js'
 import type { JobRow } from '../jobs/view.js'
 import { Providers } from '../providers/registry.js'
 import { createStorage } from '../storage/index.js'
@@ -123,9 +123,10 @@ function attach (p: MessagePort): void {
 }
 
 // Job ownership (DESIGN.md 3 and 4): at start, take back what a previous run of this node left
-// unfinished plus any job whose owner stopped renewing; then keep renewing our leases and
+// unfinished plus any job whose owner's shard stopped renewing; then keep renewing this shard's lease and
 // keep claiming expired ones (a dead node's jobs resume here).
 async function claim (reclaimOwn: boolean): Promise<void> {
+  if (reclaimOwn) await renewShardLease(sql, init.nodeId, init.shard, init.shards)
   const rows = await claimJobs(sql, init.nodeId, init.shard, init.shards, reclaimOwn)
   for (const row of rows) account(row.account_id).live.resume(row)
   if (rows.length) log.info({ jobs: rows.length }, 'resumed unfinished jobs')
@@ -140,25 +141,15 @@ for (let attempt = 0; ; attempt++) {
     await new Promise(resolve => setTimeout(resolve, ms))
   }
 }
-// A lease taken or renewed less than RENEW_AFTER_MS ago is not written again yet (it still has
-// over 25 s of its 30): a job shorter than that never has its lease renewed (issue 12: one
-// non-HOT UPDATE of the job row less), and a lease is renewed at least every 15 s.
-const RENEW_AFTER_MS = LEASE_MS / 6
+// Every LEASE_MS / 3: renew this shard's lease (one row, docs/decisions.md "Shard leases"),
+// drop our copies of jobs that ended or moved elsewhere, renew the Redis in-flight slots, and
+// claim jobs whose shard stopped renewing (a dead node's jobs resume here).
 const leaseTimer = setInterval(() => {
   const running = new Map<string, AccountActor>()
-  const due: string[] = []
-  const renewBefore = Date.now() + LEASE_MS - RENEW_AFTER_MS
-  for (const a of accounts.values()) {
-    for (const [id, job] of a.jobs) {
-      running.set(id, a)
-      const until = job.row.lease_until
-      if (!until || until.getTime() <= renewBefore) due.push(id)
-    }
-  }
-  const renewedUntil = new Date(Date.now() + LEASE_MS)
-  renewLeases(sql, init.nodeId, [...running.keys()], due)
+  for (const a of accounts.values()) for (const id of a.jobs.keys()) running.set(id, a)
+  renewShardLease(sql, init.nodeId, init.shard, init.shards)
+    .then(() => heldJobs(sql, init.nodeId, [...running.keys()]))
     .then(async (held) => {
-      for (const id of due) { const job = running.get(id)?.jobs.get(id); if (job && held.has(id)) job.row.lease_until = renewedUntil }
       const slots = []
       for (const [id, a] of running) {
         const job = a.jobs.get(id)

@@ -46,78 +46,46 @@ export async function chargeAndInsertJob (tx: Q, j: NewJob, note: string): Promi
 /** A timestamp as text for an array literal. */
 const isoOrNull = (d: Date | null | undefined): string | null => d == null ? null : d.toISOString()
 
-/**
- * Many creations' durable writes in ONE statement (issue 12 point 4, DESIGN.md 3): one UPDATE
- * charging every account of the batch (its jobs' total, and its free video when one is the
- * trial video), one INSERT of the ledger entries, one INSERT of the job rows. An account whose
- * balance (or free video) does not cover its jobs together is charged for none of them and
- * nothing of it is written: its rows are absent from the result, and the caller retries them
- * one by one (chargeAndInsertJob). Returns, per charged account, its committed balance and
- * free_videos_used after all of its jobs.
- *
- * The rows cross as one array literal per column through unnest (docs/decisions.md "Creation
- * CPU"): a JSON document of the whole batch cost PostgreSQL a jsonb parse with key sorting per
- * row (jsonb_populate_recordset) and the shard a JSON.stringify of every row with its keys. Only
- * for creations not born completed (the group commit sends those alone): result_url and
- * completed_at are NULL.
- */
-export async function chargeAndInsertJobs (tx: Q, jobs: NewJob[]): Promise<Map<number, { credits: number; free_videos_used: number }>> {
-  const n = jobs.length
-  const id = new Array<string>(n)
-  const account = new Array<number>(n)
-  const key = new Array<number | null>(n)
-  const type = new Array<string>(n)
-  const model = new Array<string>(n)
-  const status = new Array<string>(n)
-  const prompt = new Array<string | null>(n)
-  const request = new Array<string>(n)
-  const progress = new Array<number>(n)
-  const credits = new Array<number>(n)
-  const estimated = new Array<number>(n)
-  const provider = new Array<string>(n)
-  const providerJob = new Array<string | null>(n)
-  const idem = new Array<string | null>(n)
-  const hash = new Array<string | null>(n)
-  const source = new Array<string | null>(n)
-  const trial = new Array<string>(n)
-  const deadline = new Array<string | null>(n)
-  const created = new Array<string | null>(n)
-  const owner = new Array<string | null>(n)
-  const lease = new Array<string | null>(n)
-  for (let k = 0; k < n; k++) {
-    const j = jobs[k]
-    id[k] = j.id
-    account[k] = j.account_id
-    key[k] = j.key_id
-    type[k] = j.type
-    model[k] = j.model
-    status[k] = j.status
-    prompt[k] = j.prompt
-    request[k] = JSON.stringify(j.request)
-    progress[k] = j.progress ?? 0
-    credits[k] = j.credits_charged
-    estimated[k] = j.estimated_seconds
-    provider[k] = j.provider
-    providerJob[k] = j.provider_job_id
-    idem[k] = j.idempotency_key
-    hash[k] = j.request_hash
-    source[k] = j.source_job_id
-    trial[k] = j.free_trial ? 't' : 'f'
-    deadline[k] = isoOrNull(j.deadline_at)
-    created[k] = isoOrNull(j.created_at)
-    owner[k] = j.owner ?? null
-    lease[k] = isoOrNull(j.lease_until)
-  }
-  const out = await tx<{ id: number; credits: number; free_videos_used: number }[]>`
+/** One column of a creation batch: its name, its array's element type and its value in a row. */
+interface BatchColumn {
+  name: string
+  /** PostgreSQL element type of the column's array parameter. */
+  type: 'text' | 'bigint' | 'int' | 'bool' | 'timestamptz'
+  value: (j: NewJob) => string | number | null
+  /** What the jobs INSERT selects for it (default: the column itself). */
+  select?: string
+}
+
+/** The columns a creation batch sends, in parameter order (result_url, completed_at: NULL). */
+const BATCH_COLUMNS: readonly BatchColumn[] = [
+  { name: 'id', type: 'text', value: j => j.id },
+  { name: 'account_id', type: 'bigint', value: j => j.account_id },
+  { name: 'key_id', type: 'bigint', value: j => j.key_id },
+  { name: 'type', type: 'text', value: j => j.type },
+  { name: 'model', type: 'text', value: j => j.model },
+  { name: 'status', type: 'text', value: j => j.status },
+  { name: 'prompt', type: 'text', value: j => j.prompt },
+  { name: 'request', type: 'text', value: j => JSON.stringify(j.request), select: 'request::jsonb' },
+  { name: 'progress', type: 'int', value: j => j.progress ?? 0 },
+  { name: 'credits_charged', type: 'int', value: j => j.credits_charged },
+  { name: 'estimated_seconds', type: 'int', value: j => j.estimated_seconds },
+  { name: 'provider', type: 'text', value: j => j.provider },
+  { name: 'provider_job_id', type: 'text', value: j => j.provider_job_id },
+  { name: 'idempotency_key', type: 'text', value: j => j.idempotency_key },
+  { name: 'request_hash', type: 'text', value: j => j.request_hash },
+  { name: 'source_job_id', type: 'text', value: j => j.source_job_id },
+  { name: 'free_trial', type: 'bool', value: j => j.free_trial ? 't' : 'f' },
+  { name: 'deadline_at', type: 'timestamptz', value: j => isoOrNull(j.deadline_at) },
+  { name: 'created_at', type: 'timestamptz', value: j => isoOrNull(j.created_at) },
+  { name: 'owner', type: 'text', value: j => j.owner ?? null },
+  { name: 'lease_until', type: 'timestamptz', value: j => isoOrNull(j.lease_until) },
+]
+
+/** chargeAndInsertJobs' statement: $n is BATCH_COLUMNS[n - 1]'s array literal. */
+const CHARGE_AND_INSERT = `
     WITH j AS (
-      SELECT * FROM unnest(${textArray(id)}::text[], ${numberArray(account)}::bigint[], ${numberArray(key)}::bigint[], ${textArray(type)}::text[],
-        ${textArray(model)}::text[], ${textArray(status)}::text[], ${textArray(prompt)}::text[], ${textArray(request)}::text[],
-        ${numberArray(progress)}::int[], ${numberArray(credits)}::int[], ${numberArray(estimated)}::int[], ${textArray(provider)}::text[],
-        ${textArray(providerJob)}::text[], ${textArray(idem)}::text[], ${textArray(hash)}::text[], ${textArray(source)}::text[],
-        ${textArray(trial)}::bool[], ${textArray(deadline)}::timestamptz[], ${textArray(created)}::timestamptz[], ${textArray(owner)}::text[],
-        ${textArray(lease)}::timestamptz[])
-        AS t(id, account_id, key_id, type, model, status, prompt, request, progress, credits_charged, estimated_seconds, provider,
-          provider_job_id, idempotency_key, request_hash, source_job_id, free_trial, deadline_at, created_at, owner, lease_until)
+      SELECT * FROM unnest(${BATCH_COLUMNS.map((c, i) => `$${i + 1}::${c.type}[]`).join(', ')})
+        AS t(${BATCH_COLUMNS.map(c => c.name).join(', ')})
     ),
     s AS (SELECT account_id, sum(credits_charged)::bigint AS total, count(*) FILTER (WHERE free_trial)::int AS trials FROM j GROUP BY account_id),
     charged AS (
@@ -129,13 +97,37 @@ export async function chargeAndInsertJobs (tx: Q, jobs: NewJob[]): Promise<Map<n
       INSERT INTO credit_entries (account_id, delta, kind, job_id, note)
       SELECT j.account_id, -j.credits_charged, 'charge', j.id, j.type || ' ' || j.model FROM j JOIN charged c ON c.id = j.account_id
     ), inserted AS (
-      INSERT INTO jobs (id, account_id, key_id, type, model, status, prompt, request, progress, credits_charged, estimated_seconds, provider,
-        provider_job_id, idempotency_key, request_hash, source_job_id, free_trial, deadline_at, created_at, updated_at, owner, lease_until)
-      SELECT id, account_id, key_id, type, model, status, prompt, request::jsonb, progress, credits_charged, estimated_seconds, provider,
-        provider_job_id, idempotency_key, request_hash, source_job_id, free_trial, deadline_at, created_at, created_at, owner, lease_until
+      INSERT INTO jobs (${BATCH_COLUMNS.map(c => c.name).join(', ')}, updated_at)
+      SELECT ${BATCH_COLUMNS.map(c => c.select ?? c.name).join(', ')}, created_at
       FROM j WHERE j.account_id IN (SELECT id FROM charged)
     )
     SELECT id, credits, free_videos_used FROM charged`
+
+/**
+ * Many creations' durable writes in ONE statement (issue 12 point 4, DESIGN.md 3): one UPDATE
+ * charging every account of the batch (its jobs' total, and its free video when one is the
+ * trial video), one INSERT of the ledger entries, one INSERT of the job rows. An account whose
+ * balance (or free video) does not cover its jobs together is charged for none of them and
+ * nothing of it is written: its rows are absent from the result, and the caller retries them
+ * one by one (chargeAndInsertJob). Returns, per charged account, its committed balance and
+ * free_videos_used after all of its jobs.
+ *
+ * The rows cross as one array literal per column (BATCH_COLUMNS) through unnest
+ * (docs/decisions.md "Creation CPU"): a JSON document of the whole batch cost PostgreSQL a
+ * jsonb parse with key sorting per row (jsonb_populate_recordset) and the shard a
+ * JSON.stringify of every row with its keys. Only for creations not born completed (the group
+ * commit sends those alone): result_url and completed_at are NULL.
+ */
+export async function chargeAndInsertJobs (tx: Q, jobs: NewJob[]): Promise<Map<number, { credits: number; free_videos_used: number }>> {
+  const n = jobs.length
+  const params: string[] = new Array(BATCH_COLUMNS.length)
+  const xs: Array<string | number | null> = new Array(n)
+  for (let c = 0; c < BATCH_COLUMNS.length; c++) {
+    const col = BATCH_COLUMNS[c]
+    for (let k = 0; k < n; k++) xs[k] = col.value(jobs[k])
+    params[c] = col.type === 'bigint' || col.type === 'int' ? numberArray(xs as Array<number | null>) : textArray(xs as Array<string | null>)
+  }
+  const out = await tx.unsafe<{ id: number; credits: number; free_videos_used: number }[]>(CHARGE_AND_INSERT, params, { prepare: true })
   return new Map(out.map(r => [Number(r.id), { credits: r.credits, free_videos_used: r.free_videos_used }]))
 }
 
@@ -225,13 +217,15 @@ export async function activeCountsByKey (sql: Q, accountId: number): Promise<Map
   return new Map(rows.map(r => [r.key_id, r.n]))
 }
 
-/** How long a job lease lasts; the owner renews it every LEASE_MS / 3. */
+/** How long a lease lasts; a shard renews its own every LEASE_MS / 3. */
 export const LEASE_MS = 30_000
 
 /**
- * Claims non-terminal jobs of this shard's accounts that no live node holds: unowned, lease
- * expired, or (at boot, `reclaimOwn`) left by a previous run of this node. SKIP LOCKED lets
- * several nodes claim at once without waiting on each other.
+ * Claims non-terminal jobs of this shard's accounts that no live shard holds: unowned, or
+ * whose owner's shard lease (shard_leases, renewed by renewShardLease) has lapsed and whose
+ * own grace lease (set when the job was created or claimed) is over, or (at boot,
+ * `reclaimOwn`) left by a previous run of this node. SKIP LOCKED lets several nodes claim at
+ * once without waiting on each other.
  */
 export async function claimJobs (sql: Q, node: string, shard: number, shards: number, reclaimOwn: boolean, limit = 1000): Promise<JobRow[]> {
   return sql<JobRow[]>`
@@ -239,29 +233,35 @@ export async function claimJobs (sql: Q, node: string, shard: number, shards: nu
     WHERE id IN (
       SELECT id FROM jobs
       WHERE status IN ('queued', 'submitted', 'processing') AND account_id % ${shards} = ${shard}
-        AND (owner IS NULL OR lease_until IS NULL OR lease_until < now() ${reclaimOwn ? sql`OR owner = ${node}` : sql``})
+        AND (owner IS NULL ${reclaimOwn ? sql`OR owner = ${node}` : sql``}
+          OR (owner <> ${node} AND (lease_until IS NULL OR lease_until < now()) AND NOT EXISTS (
+            SELECT 1 FROM shard_leases l
+            WHERE l.node = jobs.owner AND l.shard = jobs.account_id % l.shards AND l.lease_until >= now())))
       ORDER BY created_at LIMIT ${limit}
       FOR UPDATE SKIP LOCKED)
     RETURNING *`
 }
 
 /**
- * Renews the leases of the jobs this node runs; returns the ids still running here.
- * Rows another transaction holds right now (a group commit moving them) are skipped, not
- * waited for: waiting made renewal and multi-row commits deadlock (bench job-lifecycle saw
- * "deadlock detected"). A skipped row keeps its lease (3 renewals long) and is renewed next
- * time; whether it is still ours is read without locks. Only the leases in `due` are written
- * (the caller leaves out leases taken moments ago); every id in `ids` is checked.
+ * Renews this shard's lease: every job it owns stays its own while the lease holds (one row
+ * per shard, however many jobs it runs). Written before the first claim, then every
+ * LEASE_MS / 3.
  */
-export async function renewLeases (sql: Q, node: string, ids: string[], due: string[] = ids): Promise<Set<string>> {
+export async function renewShardLease (sql: Q, node: string, shard: number, shards: number): Promise<void> {
+  await sql`INSERT INTO shard_leases (node, shard, shards, lease_until)
+    VALUES (${node}, ${shard}, ${shards}, now() + make_interval(secs => ${LEASE_MS / 1000}))
+    ON CONFLICT (node, shard) DO UPDATE SET shards = excluded.shards, lease_until = excluded.lease_until`
+}
+
+/**
+ * Which of `ids` this node still runs (owner and not terminal), read without locks: a job
+ * settled by another node (a provider callback there) or taken over while this shard's lease
+ * had lapsed is missing from the answer.
+ */
+export async function heldJobs (sql: Q, node: string, ids: string[]): Promise<Set<string>> {
   if (ids.length === 0) return new Set()
-  if (due.length > 0) {
-    await sql`UPDATE jobs SET lease_until = now() + make_interval(secs => ${LEASE_MS / 1000})
-    WHERE id IN (SELECT id FROM jobs WHERE id = ANY(${due}::text[]) AND owner = ${node}
-      AND status IN ('queued', 'submitted', 'processing') FOR UPDATE SKIP LOCKED)`
-  }
   const rows = await sql<{ id: string }[]>`SELECT id FROM jobs
-    WHERE id = ANY(${ids}::text[]) AND owner = ${node} AND status IN ('queued', 'submitted', 'processing')`
+    WHERE id = ANY(${textArray(ids)}::text[]) AND owner = ${node} AND status IN ('queued', 'submitted', 'processing')`
   return new Set(rows.map(r => r.id))
 }
 

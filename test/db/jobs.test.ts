@@ -2,7 +2,7 @@
 // statement, against a real PostgreSQL.
 import t from 'tap'
 import { connect } from '../../src/db/connect.js'
-import { chargeAndInsertJob, LEASE_MS, renewLeases, type NewJob } from '../../src/db/jobs.js'
+import { chargeAndInsertJob, claimJobs, heldJobs, renewShardLease, type NewJob } from '../../src/db/jobs.js'
 import { migrate } from '../../src/db/migrate.js'
 import { freshDatabase } from '../helpers/db.js'
 
@@ -53,17 +53,44 @@ t.test('the free-trial video is taken by the charge itself: a second trial charg
   t.same(await sql.begin(tx => chargeAndInsertJob(tx, trial('job_dbtest_t3'), 'video')), { credits: 5, free_videos_used: 2 }, 'after a purchase the condition no longer applies')
 })
 
-t.test('lease renewal writes only the due leases and checks every id', async (t) => {
-  const old = new Date(Date.now() - 1000)
+t.test('held jobs: the running jobs of this node among the ids asked', async (t) => {
   for (const id of ['job_dbtest_l1', 'job_dbtest_l2', 'job_dbtest_l3']) {
     await sql`INSERT INTO jobs (id, account_id, type, model, status, request, credits_charged, estimated_seconds, provider, deadline_at, owner, lease_until)
-      VALUES (${id}, ${accountId}, 'image', 'nano-banana', 'processing', '{}', 0, 15, 'simulated', now() + interval '10 minutes', 'node-a', ${old})`
+      VALUES (${id}, ${accountId}, 'image', 'nano-banana', 'processing', '{}', 0, 15, 'simulated', now() + interval '10 minutes', 'node-a', now())`
   }
   await sql`UPDATE jobs SET status = 'completed' WHERE id = 'job_dbtest_l3'`
-  const held = await renewLeases(sql, 'node-a', ['job_dbtest_l1', 'job_dbtest_l2', 'job_dbtest_l3'], ['job_dbtest_l1'])
-  t.same([...held].sort(), ['job_dbtest_l1', 'job_dbtest_l2'], 'every running id of ours is reported held, due or not')
-  const rows = await sql<{ id: string; lease_until: Date }[]>`SELECT id, lease_until FROM jobs WHERE id IN ('job_dbtest_l1', 'job_dbtest_l2') ORDER BY id`
-  t.ok(rows[0].lease_until.getTime() > Date.now() + LEASE_MS - 5000, 'the due lease is renewed')
-  t.equal(rows[1].lease_until.getTime(), old.getTime(), 'the other lease is not written')
-  t.same([...await renewLeases(sql, 'node-b', ['job_dbtest_l1'], [])], [], 'not ours: not held')
+  const held = await heldJobs(sql, 'node-a', ['job_dbtest_l1', 'job_dbtest_l2', 'job_dbtest_l3', 'job_dbtest_none'])
+  t.same([...held].sort(), ['job_dbtest_l1', 'job_dbtest_l2'], 'running and ours; not the ended one, not an unknown id')
+  t.same([...await heldJobs(sql, 'node-b', ['job_dbtest_l1'])], [], 'not ours: not held')
+  t.same([...await heldJobs(sql, 'node-a', [])], [])
+})
+
+t.test('shard leases: a job moves only when its grace is over and its owner shard stopped renewing', async (t) => {
+  const insert = (id: string, owner: string | null, graceSec: number) => sql`INSERT INTO jobs (id, account_id, type, model, status, request, credits_charged,
+      estimated_seconds, provider, deadline_at, owner, lease_until)
+    VALUES (${id}, ${accountId}, 'image', 'nano-banana', 'queued', '{}', 0, 15, 'simulated', now() + interval '10 minutes', ${owner},
+      now() + make_interval(secs => ${graceSec}))`
+  const claimed = async (node: string, shard: number, shards: number, own = false) =>
+    (await claimJobs(sql, node, shard, shards, own)).map(r => r.id).filter(id => id.startsWith('job_dbtest_s')).sort()
+  await sql`UPDATE jobs SET status = 'completed' WHERE status IN ('queued', 'submitted', 'processing')`
+  await renewShardLease(sql, 'node-s', 0, 1)
+  await insert('job_dbtest_s1', 'node-s', -60) // grace over, owner shard alive
+  await insert('job_dbtest_s2', 'node-gone', 60) // owner unknown, grace still running
+  await insert('job_dbtest_s3', 'node-gone', -60) // owner unknown, grace over
+  await insert('job_dbtest_s4', null, 60) // unowned
+  t.same(await claimed('node-b', 0, 1), ['job_dbtest_s3', 'job_dbtest_s4'], 'the orphan and the unowned job; not a live shard\'s, not one in its grace')
+  t.same(await claimed('node-b', 0, 1), [], 'claimed jobs are held by their new owner (fresh grace)')
+  await sql`UPDATE shard_leases SET lease_until = now() - interval '1 second' WHERE node = 'node-s'`
+  t.same(await claimed('node-b', 0, 1), ['job_dbtest_s1'], 'once the owner shard\'s lease lapsed, its job moves')
+  // The lease of another shard of the same node does not hold this account's jobs.
+  const other = (accountId + 1) % 2
+  await renewShardLease(sql, 'node-t', other, 2)
+  await insert('job_dbtest_s5', 'node-t', -60)
+  t.same(await claimed('node-b', accountId % 2, 2), ['job_dbtest_s5'], 'a lease of the job\'s own shard is needed')
+  await renewShardLease(sql, 'node-t', accountId % 2, 2)
+  await insert('job_dbtest_s6', 'node-t', -60)
+  t.same(await claimed('node-b', accountId % 2, 2), [], 'with it, the job stays')
+  t.same(await claimed('node-t', accountId % 2, 2, true), ['job_dbtest_s6'], 'its own node takes it back at boot')
+  const [l] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM shard_leases WHERE node = 'node-t'`
+  t.equal(l.n, 2, 'one row per shard, however many jobs')
 })

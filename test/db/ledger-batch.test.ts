@@ -218,3 +218,33 @@ t.test('a batch of creations only is one statement without BEGIN/COMMIT; a batch
   t.equal(begins, 1, 'creations with other work share one transaction')
   t.same(await state(a), { credits: 950, used: 0, sum: 950, jobs: 5 })
 })
+
+t.test('a committed batch is answered only once the next batch has been sent', async (t) => {
+  const a = await account(1000)
+  const events: string[] = []
+  let begins = 0
+  let second: Array<Promise<unknown>> = []
+  let gc: GroupCommit | null = null
+  // The same pool, logging each transaction it is asked to open.
+  const logged = new Proxy(sql, {
+    get (target, prop, receiver) {
+      if (prop !== 'begin') return Reflect.get(target, prop, receiver)
+      return (...args: unknown[]) => {
+        events.push(`transaction ${++begins}`)
+        // While the first batch is in flight, the second queues behind it.
+        if (begins === 1) setImmediate(() => { second = [gc!.create(row(a, 10)), gc!.run(tx => tx`SELECT 2`)] })
+        return (target.begin as (...a: unknown[]) => unknown)(...args)
+      }
+    },
+  })
+  gc = new GroupCommit(logged)
+  // Each caller resumes as an actor does (`await gc.create(...)`): one reaction on its own promise.
+  const first = [gc.create(row(a, 10)), gc.run(tx => tx`SELECT 1`)]
+  first[1].then(() => events.push('first answered'), () => {})
+  const got = await Promise.all(first)
+  await Promise.all(second)
+  t.equal((got[0] as { credits: number }).credits, 990)
+  t.same(events, ['transaction 1', 'transaction 2', 'first answered'], "the first batch's callers resume after the second batch's transaction was opened")
+  t.same(gc.stats, { transactions: 2, items: 4, fallbacks: 0, together: 0 })
+  t.same(await state(a), { credits: 980, used: 0, sum: 980, jobs: 2 })
+})

@@ -87,6 +87,27 @@ t.test('what the caches cannot answer still gets the full pipeline\'s answer', a
   t.equal(after.status, 401)
 })
 
+t.test('a POST with a cached key takes the cached caller: the same answers and refusals as authenticate', async (t) => {
+  const u = await paidUser(s, 1000)
+  const first = await s.req('POST', '/v1/generate/image', { key: u.key, body: image() })
+  t.equal(first.status, 201, 'the first creation loads the key and account')
+  const again = await s.req('POST', '/v1/generate/image', { key: u.key, body: image(), headers: { 'x-request-id': 'post-cached' } })
+  t.equal(again.status, 201)
+  t.equal(again.body.remaining_credits, first.body.remaining_credits - again.body.credits_charged)
+  t.equal(again.headers.get('x-ratelimit-limit'), String(s.app.services.config.tierLimits.pro.rpm))
+  t.same(await meterRow(s, 'post-cached'), [{ account_id: u.id, key_id: u.keyId, method: 'POST', endpoint: '/v1/generate/image', status: 201, credits: again.body.credits_charged }])
+  const bearer = await s.req('POST', '/v1/generate/image', { headers: { authorization: `Bearer ${u.key}` }, body: image() })
+  t.equal(bearer.status, 201, 'the key as a bearer token')
+  const q = await s.req('POST', `/v1/generate/image?api_key=${u.key}`, { key: u.key, body: image() })
+  t.equal(q.status, 401, 'a key in the query string is refused even when the header key is cached')
+  t.equal(q.body.code, 'INVALID_API_KEY')
+  const r = await s.req('DELETE', `/v1/auth/keys/${u.keyId}`, { jwt: u.jwt })
+  t.ok(r.status === 200 || r.status === 204, `revoke: ${r.status}`)
+  const after = await s.req('POST', '/v1/generate/image', { key: u.key, body: image() })
+  t.equal(after.status, 401, 'a revoked key is refused at once')
+  t.equal(after.body.code, 'INVALID_API_KEY')
+})
+
 t.test('GET /v1/models: the precomputed answer equals the full pipeline\'s, and If-None-Match still gets 304', async (t) => {
   for (const accept of ['application/json', 'application/toon']) {
     const fast = await s.req('GET', '/v1/models', { headers: { accept, 'x-request-id': `models-${accept.slice(12)}` } })

@@ -76,14 +76,14 @@ export class GroupCommit {
   }
 
   /**
-   * A completion (src/db/ledger.ts completeJob); a batch's plain completions (no upstream
-   * history, not videos) are written together (completeJobs: one statement). Resolves false
-   * when the job already was terminal.
+   * A completion (src/db/ledger.ts completeJob); a batch's completions other than videos (with
+   * their upstream history, if any) are written together (completeJobs: one statement).
+   * Resolves false when the job already was terminal.
    */
   complete (c: Completion, o: { history?: History | null; media?: VideoMedia } = {}): Promise<boolean> {
     const alone = (tx: Tx) => completeJob(tx, c.row, c.resultUrl, c.at, o)
-    const plain = !o.history && c.row.type !== 'video' && c.row.type !== 'extend'
-    return this.run(plain ? Object.assign(alone, { completion: c }) : alone)
+    const plain = c.row.type !== 'video' && c.row.type !== 'extend'
+    return this.run(plain ? Object.assign(alone, { completion: o.history ? { ...c, history: o.history } : c }) : alone)
   }
 
   /**

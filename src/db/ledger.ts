@@ -79,7 +79,7 @@ export interface History { route: string; events: UpstreamEvent[] }
 export async function completeJob (tx: Q, r: JobRow, resultUrl: string, at: Date, o: { history?: History | null; media?: VideoMedia } = {}): Promise<boolean> {
   const ok = await finishJob(tx, r.id, { status: 'completed', progress: 100, result_url: resultUrl, error_message: null, content_policy_violation: false, credits_refunded: 0, at })
   if (!ok) {
-    if (o.history) await recordLateSuccess(tx, { job_id: r.id, source: 'late', route: o.history.route, state: 'succeeded', detail: { result_url: resultUrl, note: 'upstream success after the job ended; no money moved' } })
+    if (o.history) await recordLateSuccess(tx, { job_id: r.id, source: 'late', route: o.history.route, state: 'succeeded', detail: { result_url: resultUrl, note: LATE_NOTE } })
     return false
   }
   if (o.history?.events.length) await appendEvents(tx, o.history.events)
@@ -111,8 +111,15 @@ export async function endJob<B extends { credits: number | null }> (
   return b
 }
 
-/** One completion of a batch written together (completeJobs). */
-export interface Completion { row: JobRow; resultUrl: string; at: Date }
+/** One completion of a batch written together (completeJobs); `history` for routes that keep it. */
+export interface Completion { row: JobRow; resultUrl: string; at: Date; history?: History | null }
+
+/** A completion's upstream events as the JSON array completeJobs expands (jsonb_array_elements). */
+function eventsJson (events: UpstreamEvent[], at: Date): string {
+  return JSON.stringify(events.map(e => ({ source: e.source, route: e.route, state: e.state, detail: e.detail ?? null, at: (e.at ?? at).toISOString() })))
+}
+
+const LATE_NOTE = 'upstream success after the job ended; no money moved'
 
 /**
  * Many completions in ONE statement (issue 12): the UPDATE of the jobs, and from the rows it
@@ -120,10 +127,11 @@ export interface Completion { row: JobRow; resultUrl: string; at: Date }
  * the job's own webhook_url) and the image library rows. Each job's event body is built here
  * (it carries the final view); ids of delivery rows are drawn by PostgreSQL. One statement
  * whose text never changes (arrays, not one VALUES row per item), so it is prepared once per
- * connection. Only for completions that record nothing else (no upstream history, not a video:
- * a video's library row carries media keyed by its id); the group commit sends the others
- * through completeJob. Returns the ids completed now (a job already terminal is left alone and
- * gets no rows).
+ * connection. A completion's upstream history (a configured route's) is written from the same
+ * statement: its events for a job it completes, and for a job that had already failed or been
+ * cancelled the `late` success completeJob records. Only videos (their library row carries
+ * media keyed by its id) go through completeJob instead. Returns the ids completed now (a job
+ * already terminal is left alone and gets no rows).
  */
 export async function completeJobs (tx: Q, items: Completion[]): Promise<Set<string>> {
   const n = items.length
@@ -134,8 +142,12 @@ export async function completeJobs (tx: Q, items: Completion[]): Promise<Set<str
   const bodies = new Array<string>(n)
   const ownUrls = new Array<string | null>(n)
   const ownSecrets = new Array<string | null>(n)
+  const routes = new Array<string | null>(n)
+  const histories = new Array<string | null>(n)
   for (let k = 0; k < n; k++) {
-    const { row: r, resultUrl, at } = items[k]
+    const { row: r, resultUrl, at, history } = items[k]
+    routes[k] = history ? history.route : null
+    histories[k] = history && history.events.length > 0 ? eventsJson(history.events, at) : null
     const eventId = newEventId()
     const own = webhookOf(r)
     ids[k] = r.id
@@ -156,13 +168,27 @@ export async function completeJobs (tx: Q, items: Completion[]): Promise<Set<str
   }
   const done = await tx<{ id: string }[]>`
     WITH v AS (
-      SELECT * FROM unnest(${ids}::text[], ${urls}::text[], ${ats}::timestamptz[], ${events}::text[], ${bodies}::text[], ${ownUrls}::text[], ${ownSecrets}::text[])
-        AS t(id, url, at, event_id, body, own_url, own_secret)
+      SELECT * FROM unnest(${ids}::text[], ${urls}::text[], ${ats}::timestamptz[], ${events}::text[], ${bodies}::text[], ${ownUrls}::text[], ${ownSecrets}::text[],
+        ${routes}::text[], ${histories}::text[])
+        AS t(id, url, at, event_id, body, own_url, own_secret, route, history)
     ), done AS (
       UPDATE jobs SET status = 'completed', progress = 100, result_url = v.url, error_message = NULL, content_policy_violation = false,
         credits_refunded = 0, updated_at = v.at, completed_at = v.at
       FROM v WHERE jobs.id = v.id AND jobs.status IN ('queued', 'submitted', 'processing')
-      RETURNING jobs.id, jobs.account_id, jobs.type, jobs.prompt, jobs.model, jobs.provider, jobs.created_at, v.url, v.at, v.event_id, v.body, v.own_url, v.own_secret
+      RETURNING jobs.id, jobs.account_id, jobs.type, jobs.prompt, jobs.model, jobs.provider, jobs.created_at, v.url, v.at, v.event_id, v.body, v.own_url, v.own_secret,
+        v.history
+    ), history AS (
+      INSERT INTO job_upstream_events (job_id, source, route, state, detail, at)
+      SELECT d.id, e.x->>'source', e.x->>'route', e.x->>'state', nullif(e.x->'detail', 'null'::jsonb), (e.x->>'at')::timestamptz
+      FROM done d CROSS JOIN LATERAL jsonb_array_elements(d.history::jsonb) WITH ORDINALITY AS e(x, n)
+      WHERE d.history IS NOT NULL ORDER BY d.id, e.n
+    ), late AS (
+      -- Every sub-statement sees the jobs as they were before \`done\`: a job it did not complete
+      -- that had failed or been cancelled (refunded) gets the success recorded, no money moves.
+      INSERT INTO job_upstream_events (job_id, source, route, state, detail, at)
+      SELECT v.id, 'late', v.route, 'succeeded', jsonb_build_object('result_url', v.url, 'note', ${LATE_NOTE}::text), now()
+      FROM v JOIN jobs j ON j.id = v.id AND j.status IN ('failed', 'cancelled')
+      WHERE v.route IS NOT NULL AND NOT EXISTS (SELECT 1 FROM done WHERE done.id = v.id)
     ), outbox AS (
       -- Delivery ids as src/db/outbox.ts draws them ('dlv_' + 16 base64url characters): 12
       -- random bytes, from two random UUIDs without their version and variant bits.

@@ -53,6 +53,33 @@ export async function storeResult (storage: Storage, base: string, kind: string,
   throw last
 }
 
+/**
+ * A result whose declared size is at most this is read whole and stored from one buffer (most
+ * images and audio clips): no stream pipeline, one write. Larger or undeclared ones stream.
+ */
+export const BUFFERED_MAX = 8 * 1024 * 1024
+
+/** Reads a body of `declared` bytes into one buffer, checks its kind and stores it. */
+async function storeBuffered (storage: Storage, base: string, kind: string, body: AsyncIterable<unknown> & { destroy (): void }, declared: number, rules: ResultRules): Promise<{
+  url: string; key: string; contentType: string; size: number
+}> {
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const c of body) {
+    size += (c as Buffer).length
+    // A body longer than it declared is cut at the cap like a streamed one.
+    if (size > rules.maxBytes || size > BUFFERED_MAX) { body.destroy(); throw new ResultRejected(`result exceeds its declared ${declared} bytes`) }
+    chunks.push(c as Buffer)
+  }
+  const data = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size)
+  const ft = await fileTypeFromBuffer(data.subarray(0, 4100))
+  const want = KIND_MIME[kind] ?? /./
+  if (!ft || !want.test(ft.mime)) throw new ResultRejected(`result content is ${ft?.mime ?? 'unrecognised'}, not a ${kind} file`)
+  const key = `results/${base}.${ft.ext}`
+  await storage.put(key, data, ft.mime)
+  return { url: storage.url(key), key, contentType: ft.mime, size }
+}
+
 async function fetchOnce (storage: Storage, base: string, kind: string, url: string, rules: ResultRules): Promise<{
   url: string; key: string; contentType: string; size: number
 }> {
@@ -74,6 +101,7 @@ async function fetchOnce (storage: Storage, base: string, kind: string, url: str
     }
     const declared = Number(res.headers['content-length'])
     if (Number.isFinite(declared) && declared > rules.maxBytes) { res.body.destroy(); throw new ResultRejected(`result is ${declared} bytes, over the ${rules.maxBytes} byte cap`) }
+    if (Number.isFinite(declared) && declared <= BUFFERED_MAX) return storeBuffered(storage, base, kind, res.body, declared, rules)
     // The head of the body decides the type (magic bytes); the rest streams into storage.
     const iter = res.body[Symbol.asyncIterator]()
     const head: Buffer[] = []

@@ -16,6 +16,8 @@ interface Meta { contentType: string; etag: string }
  */
 export class LocalStorage implements Storage {
   readonly driver = 'local' as const
+  /** Directories this process has made (or found): put() makes each once, not per object. */
+  private readonly dirs = new Set<string>()
   constructor (private readonly root: string, private readonly publicBaseUrl: string) {}
 
   private path (key: string): string {
@@ -25,7 +27,22 @@ export class LocalStorage implements Storage {
 
   async put (key: string, data: Buffer | Readable, contentType: string, _opts?: PutOptions): Promise<StoredObject> {
     const p = this.path(key)
-    await mkdir(dirname(p), { recursive: true })
+    const dir = dirname(p)
+    if (Buffer.isBuffer(data) && this.dirs.has(dir)) {
+      // A directory removed behind our back (an operator's cleanup) is made again.
+      try { return await this.write(key, p, data, contentType) } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+        this.dirs.delete(dir)
+      }
+    }
+    await mkdir(dir, { recursive: true })
+    // Bounded: keys share a handful of prefixes (results/, uploads/...); a caller with many
+    // directories only makes them again.
+    if (this.dirs.size < 1024) this.dirs.add(dir)
+    return this.write(key, p, data, contentType)
+  }
+
+  private async write (key: string, p: string, data: Buffer | Readable, contentType: string): Promise<StoredObject> {
     // Written beside the target and renamed into place: readers never see half a file.
     const tmp = `${p}.tmp-${process.pid}-${randomBytes(6).toString('hex')}`
     const hash = createHash('sha256')

@@ -248,3 +248,34 @@ t.test('a committed batch is answered only once the next batch has been sent', a
   t.same(gc.stats, { transactions: 2, items: 4, fallbacks: 0, together: 0 })
   t.same(await state(a), { credits: 980, used: 0, sum: 980, jobs: 2 })
 })
+
+t.test('completions with upstream history commit together: their events, and a late success for a job already refunded', async (t) => {
+  const a = await account(1000)
+  const gc = new GroupCommit(sql)
+  const rows = [row(a, 10), row(a, 10), row(a, 10)]
+  await Promise.all(rows.map(r => gc.create(r)))
+  // The third failed (refunded) before its provider's success arrived.
+  await sql`UPDATE jobs SET status = 'failed', completed_at = now() WHERE id = ${rows[2].id}`
+  const route = 'nano-banana#0:fal:fal-ai/nano-banana'
+  const at = new Date()
+  const ev = (id: string, source: 'callback' | 'stored', state: string) => ({ job_id: id, source, route, state, detail: { n: source }, at })
+  const before = { ...gc.stats }
+  const got = await Promise.all([
+    gc.complete({ row: rows[0], resultUrl: 'http://x/r0.png', at }, { history: { route, events: [ev(rows[0].id, 'callback', 'succeeded'), ev(rows[0].id, 'stored', 'succeeded')] } }),
+    gc.complete({ row: rows[1], resultUrl: 'http://x/r1.png', at }),
+    gc.complete({ row: rows[2], resultUrl: 'http://x/r2.png', at }, { history: { route, events: [ev(rows[2].id, 'callback', 'succeeded')] } }),
+  ])
+  t.same(got, [true, true, false], 'the refunded job is not completed')
+  t.equal(gc.stats.transactions - before.transactions, 1, 'one transaction')
+  t.equal(gc.stats.together - before.together, 3, 'all three in the batch statement')
+  const events = await sql<{ job_id: string; source: string; route: string; state: string; detail: any }[]>`
+    SELECT job_id, source, route, state, detail FROM job_upstream_events WHERE job_id IN ${sql(rows.map(r => r.id))} ORDER BY job_id, id`
+  t.same(events.map(e => [e.job_id, e.source, e.state]), [
+    [rows[0].id, 'callback', 'succeeded'], [rows[0].id, 'stored', 'succeeded'], [rows[2].id, 'late', 'succeeded'],
+  ], 'the completed job\'s events in order; the refunded one gets only the late success')
+  t.equal(events[0].route, route)
+  t.same(events[0].detail, { n: 'callback' })
+  t.match(events[2].detail, { result_url: 'http://x/r2.png', note: /no money moved/ })
+  const [img] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM images WHERE job_id IN ${sql(rows.map(r => r.id))}`
+  t.equal(img.n, 2, 'library rows for the two completed')
+})

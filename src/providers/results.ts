@@ -60,7 +60,9 @@ export async function storeResult (storage: Storage, base: string, kind: string,
 export const BUFFERED_MAX = 8 * 1024 * 1024
 
 /** Reads a body of `declared` bytes into one buffer, checks its kind and stores it. */
-async function storeBuffered (storage: Storage, base: string, kind: string, body: AsyncIterable<unknown> & { destroy (): void }, declared: number, rules: ResultRules): Promise<{
+type Body = AsyncIterable<unknown> & { destroy (): void }
+
+async function storeBuffered (storage: Storage, base: string, kind: string, body: Body, declared: number, rules: ResultRules): Promise<{
   url: string; key: string; contentType: string; size: number
 }> {
   const chunks: Buffer[] = []

@@ -1,8 +1,8 @@
 import { dbUnavailable, isDbUnavailable } from '../db/connect.js'
 import { ApiError } from '../errors.js'
-import type { Sql, Tx } from '../db/connect.js'
-import { LEASE_MS, setJobRoute } from '../db/jobs.js'
-import { appendEvents, recordSubmission, type UpstreamEvent } from '../db/upstream.js'
+import type { Sql } from '../db/connect.js'
+import { LEASE_MS } from '../db/jobs.js'
+import type { RouteRecord, UpstreamEvent } from '../db/upstream.js'
 import { ChargeRefused } from '../db/ledger.js'
 import type { JobRow } from '../jobs/view.js'
 import type { CreatedJobView, JobCaller, JobSpec } from '../domain.js'
@@ -156,20 +156,15 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
     } catch (err) { a.log('voiceover status failed; completing asynchronously', { job: id, err: String(err) }) }
   }
 
-  // A configured route also records its route, handle and history in the same transaction (the
-  // implicit simulated route needs none of it: its handle is its id).
-  const h = handle
-  const after = on.recordsHistory
-    ? async (tx: Tx) => {
-      if (h !== null) await recordSubmission(tx, id, { route: on.key, provider: on.provider.name, handle: h, deadline: row.deadline_at, at: row.submitted_at! })
-      else await setJobRoute(tx, id, on.key)
-      if (events.length) await appendEvents(tx, events)
-    }
-    : undefined
+  // A configured route also records its route, handle and history in the creation's statement
+  // (the implicit simulated route needs none of it: its handle is its id).
+  const record: RouteRecord | null = on.recordsHistory
+    ? { route: on.key, upstream: handle, submitted_at: handle !== null ? row.submitted_at ?? now : null, events }
+    : null
   let committed: Charged
   try {
     // The row itself: nothing changes it until the commit has settled (it is adopted after).
-    committed = await deps.commit.create(row, after)
+    committed = await deps.commit.create(row, record)
   } catch (err) {
     a.settled(c, req.keyId, null, false)
     if (holds) on.release()

@@ -2,6 +2,7 @@ import { isDbUnavailable, type Sql, type Tx } from '../db/connect.js'
 import { chargeAndInsertJobs, updateJobProgress, updateJobsProgress, type NewJob, type Transition } from '../db/jobs.js'
 import { completeJob, completeJobs, createJob, type Completion, type History, type VideoMedia } from '../db/ledger.js'
 import type { JobRow } from '../jobs/view.js'
+import type { RouteRecord } from '../db/upstream.js'
 import { observeCommit } from '../worker-stats.js'
 /** A creation the batch statement can write (chargeAndInsertJobs): not born completed, nothing else to write. */
 function creationOnly (i: Item): boolean {
@@ -69,10 +70,9 @@ export class GroupCommit {
    * (chargeAndInsertJobs); an account that statement could not charge has its creations run
    * one by one in the same transaction. Resolves with the balance this creation's charge left.
    */
-  create (row: NewJob & JobRow, after?: Work<void>): Promise<Charged> {
-    const alone = async (tx: Tx) => { const b = await createJob(tx, row, c => this.stamp(c)); if (after) await after(tx); return b }
-    // A creation with more to write (a real route's submission and history) runs alone.
-    return this.run(after ? alone : Object.assign(alone, { creation: row }))
+  create (row: NewJob & JobRow, record: RouteRecord | null = null): Promise<Charged> {
+    const alone = (tx: Tx) => createJob(tx, row, c => this.stamp(c), record)
+    return this.run(Object.assign(alone, { creation: row, record }))
   }
 
   /**
@@ -214,9 +214,16 @@ export class GroupCommit {
   /** The batch's creations as one statement; fills `out` for them (the others run alone). */
   private async createTogether (tx: Sql | Tx, batch: Item[], out: Array<Promise<unknown> | undefined>): Promise<void> {
     const rows = batch.map(i => (i.work as { creation?: NewJob & JobRow }).creation)
-    const creations = rows.filter((r): r is NewJob & JobRow => r !== undefined && r.status !== 'completed')
+    const creations: Array<NewJob & JobRow> = []
+    const records: Array<RouteRecord | null> = []
+    for (let n = 0; n < batch.length; n++) {
+      const r = rows[n]
+      if (r === undefined || r.status === 'completed') continue
+      creations.push(r)
+      records.push((batch[n].work as { record?: RouteRecord | null }).record ?? null)
+    }
     if (creations.length < 2) return
-    const charged = await chargeAndInsertJobs(tx, creations)
+    const charged = await chargeAndInsertJobs(tx, creations, records)
     const seq = ++this.seq
     this.stats.together += creations.length
     // Each creation's own balance: the account's final one plus what its later jobs cost.

@@ -1,20 +1,22 @@
 import type { Q } from './connect.js'
 import { numberArray, textArray } from './array-literal.js'
 import type { JobRow, JobStatus } from '../jobs/view.js'
+import { eventsJson, insertEventsFrom, type RouteRecord } from './upstream.js'
 
 /** A job row as inserted: the columns of JobRow the database does not fill in itself. */
 export type NewJob = Omit<JobRow, 'progress' | 'credits_refunded' | 'result_url' | 'error_message' | 'content_policy_violation' | 'updated_at' | 'completed_at'> &
   Partial<Pick<JobRow, 'progress' | 'result_url' | 'completed_at'>>
 
 /** `(columns) VALUES (...)` of a new job row, used by chargeAndInsertJob. */
-function jobColumnsValues (tx: Q, j: NewJob) {
+function jobColumnsValues (tx: Q, j: NewJob, r: RouteRecord | null) {
   return tx`(id, account_id, key_id, type, model, status, prompt, request, credits_charged, estimated_seconds,
       provider, provider_job_id, idempotency_key, request_hash, source_job_id, free_trial, deadline_at, created_at, updated_at,
-      progress, result_url, completed_at, owner, lease_until)
+      progress, result_url, completed_at, owner, lease_until, route, upstream, submitted_at)
     VALUES (${j.id}, ${j.account_id}, ${j.key_id}, ${j.type}, ${j.model}, ${j.status}, ${j.prompt}, ${tx.json(j.request as any)},
       ${j.credits_charged}, ${j.estimated_seconds}, ${j.provider}, ${j.provider_job_id}, ${j.idempotency_key}, ${j.request_hash},
       ${j.source_job_id}, ${j.free_trial}, ${j.deadline_at}, ${j.created_at}, ${j.created_at},
-      ${j.progress ?? 0}, ${j.result_url ?? null}, ${j.completed_at ?? null}, ${j.owner ?? null}, ${j.lease_until ?? null})`
+      ${j.progress ?? 0}, ${j.result_url ?? null}, ${j.completed_at ?? null}, ${j.owner ?? null}, ${j.lease_until ?? null},
+      ${r?.route ?? null}, ${r?.upstream ? tx.json(r.upstream as any) : null}, ${r?.submitted_at ?? null})`
 }
 
 /**
@@ -26,7 +28,9 @@ function jobColumnsValues (tx: Q, j: NewJob) {
  * caller MUST then fail its transaction (throwing inside group-commit work rolls it back). One
  * statement instead of three: per-statement work was most of a creation's cost.
  */
-export async function chargeAndInsertJob (tx: Q, j: NewJob, note: string): Promise<{ credits: number; free_videos_used: number } | null> {
+export async function chargeAndInsertJob (
+  tx: Q, j: NewJob, note: string, record: RouteRecord | null = null
+): Promise<{ credits: number; free_videos_used: number } | null> {
   const trial = j.free_trial
   const [row] = await tx<{ credits: number | null; free_videos_used: number | null }[]>`
     WITH charged AS (
@@ -38,7 +42,7 @@ export async function chargeAndInsertJob (tx: Q, j: NewJob, note: string): Promi
     ), entry AS (
       INSERT INTO credit_entries (account_id, delta, kind, job_id, note) VALUES (${j.account_id}, ${-j.credits_charged}, 'charge', ${j.id}, ${note})
     )
-    INSERT INTO jobs ${jobColumnsValues(tx, j)}
+    INSERT INTO jobs ${jobColumnsValues(tx, j, record)}
     RETURNING (SELECT credits FROM charged) AS credits, (SELECT free_videos_used FROM charged) AS free_videos_used`
   return row.credits === null ? null : { credits: row.credits, free_videos_used: row.free_videos_used! }
 }
@@ -81,11 +85,27 @@ const BATCH_COLUMNS: readonly BatchColumn[] = [
   { name: 'lease_until', type: 'timestamptz', value: j => isoOrNull(j.lease_until) },
 ]
 
-/** chargeAndInsertJobs' statement: $n is BATCH_COLUMNS[n - 1]'s array literal. */
-const CHARGE_AND_INSERT = `
+/** The columns a creation on a configured route adds (its RouteRecord); `history` is not a jobs column. */
+const ROUTE_COLUMNS: ReadonlyArray<{ name: string; type: 'text' | 'timestamptz'; value: (r: RouteRecord) => string | null; select?: string }> = [
+  { name: 'route', type: 'text', value: r => r.route },
+  { name: 'upstream', type: 'text', value: r => r.upstream ? JSON.stringify(r.upstream) : null, select: 'upstream::jsonb' },
+  { name: 'submitted_at', type: 'timestamptz', value: r => isoOrNull(r.submitted_at) },
+  { name: 'history', type: 'text', value: r => r.events.length > 0 ? eventsJson(r.events, r.submitted_at ?? new Date()) : null },
+]
+
+/**
+ * chargeAndInsertJobs' statement: $n is the n-th column's array literal (BATCH_COLUMNS, then
+ * ROUTE_COLUMNS when `routed`: a batch with a creation on a configured route also writes the
+ * route, handle and history columns, and the events; a batch of simulated creations sends none
+ * of them).
+ */
+function chargeAndInsert (routed: boolean): string {
+  const cols: ReadonlyArray<{ name: string; type: string; select?: string }> = routed ? [...BATCH_COLUMNS, ...ROUTE_COLUMNS] : BATCH_COLUMNS
+  const inserted = cols.filter(c => c.name !== 'history')
+  return `
     WITH j AS (
-      SELECT * FROM unnest(${BATCH_COLUMNS.map((c, i) => `$${i + 1}::${c.type}[]`).join(', ')})
-        AS t(${BATCH_COLUMNS.map(c => c.name).join(', ')})
+      SELECT * FROM unnest(${cols.map((c, i) => `$${i + 1}::${c.type}[]`).join(', ')})
+        AS t(${cols.map(c => c.name).join(', ')})
     ),
     s AS (SELECT account_id, sum(credits_charged)::bigint AS total, count(*) FILTER (WHERE free_trial)::int AS trials FROM j GROUP BY account_id),
     charged AS (
@@ -97,11 +117,16 @@ const CHARGE_AND_INSERT = `
       INSERT INTO credit_entries (account_id, delta, kind, job_id, note)
       SELECT j.account_id, -j.credits_charged, 'charge', j.id, j.type || ' ' || j.model FROM j JOIN charged c ON c.id = j.account_id
     ), inserted AS (
-      INSERT INTO jobs (${BATCH_COLUMNS.map(c => c.name).join(', ')}, updated_at)
-      SELECT ${BATCH_COLUMNS.map(c => c.select ?? c.name).join(', ')}, created_at
+      INSERT INTO jobs (${inserted.map(c => c.name).join(', ')}, updated_at)
+      SELECT ${inserted.map(c => c.select ?? c.name).join(', ')}, created_at
       FROM j WHERE j.account_id IN (SELECT id FROM charged)
-    )
+    )${routed ? `, events AS (
+      ${insertEventsFrom('j d', 'd.account_id IN (SELECT id FROM charged)')}
+    )` : ''}
     SELECT id, credits, free_videos_used FROM charged`
+}
+const CHARGE_AND_INSERT = chargeAndInsert(false)
+const CHARGE_AND_INSERT_ROUTED = chargeAndInsert(true)
 
 /**
  * Many creations' durable writes in ONE statement (issue 12 point 4, DESIGN.md 3): one UPDATE
@@ -118,16 +143,27 @@ const CHARGE_AND_INSERT = `
  * JSON.stringify of every row with its keys. Only for creations not born completed (the group
  * commit sends those alone): result_url and completed_at are NULL.
  */
-export async function chargeAndInsertJobs (tx: Q, jobs: NewJob[]): Promise<Map<number, { credits: number; free_videos_used: number }>> {
+export async function chargeAndInsertJobs (
+  tx: Q, jobs: NewJob[], records?: ReadonlyArray<RouteRecord | null>
+): Promise<Map<number, { credits: number; free_videos_used: number }>> {
   const n = jobs.length
-  const params: string[] = new Array(BATCH_COLUMNS.length)
+  const routed = records !== undefined && records.some(r => r !== null)
+  const params: string[] = new Array(BATCH_COLUMNS.length + (routed ? ROUTE_COLUMNS.length : 0))
   const xs: Array<string | number | null> = new Array(n)
   for (let c = 0; c < BATCH_COLUMNS.length; c++) {
     const col = BATCH_COLUMNS[c]
     for (let k = 0; k < n; k++) xs[k] = col.value(jobs[k])
     params[c] = col.type === 'bigint' || col.type === 'int' ? numberArray(xs as Array<number | null>) : textArray(xs as Array<string | null>)
   }
-  const out = await tx.unsafe<{ id: number; credits: number; free_videos_used: number }[]>(CHARGE_AND_INSERT, params, { prepare: true })
+  if (routed) {
+    for (let c = 0; c < ROUTE_COLUMNS.length; c++) {
+      const col = ROUTE_COLUMNS[c]
+      for (let k = 0; k < n; k++) { const r = records[k]; xs[k] = r ? col.value(r) : null }
+      params[BATCH_COLUMNS.length + c] = textArray(xs as Array<string | null>)
+    }
+  }
+  const statement = routed ? CHARGE_AND_INSERT_ROUTED : CHARGE_AND_INSERT
+  const out = await tx.unsafe<{ id: number; credits: number; free_videos_used: number }[]>(statement, params, { prepare: true })
   return new Map(out.map(r => [Number(r.id), { credits: r.credits, free_videos_used: r.free_videos_used }]))
 }
 
@@ -345,7 +381,3 @@ export async function activeJobsByStatus (sql: Q): Promise<Array<{ status: strin
   return sql<{ status: string; n: number }[]>`SELECT status, count(*)::int AS n FROM jobs WHERE status IN ('queued', 'submitted', 'processing') GROUP BY status`
 }
 
-/** The route a job was created on (a configured route that kept no handle yet). */
-export async function setJobRoute (tx: Q, id: string, route: string): Promise<void> {
-  await tx`UPDATE jobs SET route = ${route} WHERE id = ${id}`
-}

@@ -2,7 +2,7 @@ import type { Q } from './connect.js'
 import { applyCredit } from './accounts.js'
 import { chargeAndInsertJob, finishJob, setFreeVideosUsed, insertImage, insertVideo, videoIdOfJob, type NewJob } from './jobs.js'
 import { enqueueJobEvent, eventBody } from './outbox.js'
-import { appendEvents, recordLateSuccess, setVideoMedia, type UpstreamEvent } from './upstream.js'
+import { appendEvents, eventsJson, insertEventsFrom, recordLateSuccess, setVideoMedia, type RouteRecord, type UpstreamEvent } from './upstream.js'
 import { viewOf, type JobRow } from '../jobs/view.js'
 import { newEventId } from '../jobs/id.js'
 
@@ -38,9 +38,12 @@ export interface Balance { credits: number; free_videos_used: number }
  * and library row. Returns the committed balance; throws ChargeRefused (rolling back) when
  * the database refuses the charge.
  */
-export async function createJob<B extends Balance = Balance> (tx: Q, row: NewJob & JobRow, charged: (b: Balance) => B = b => b as B): Promise<B> {
-  const c = await chargeAndInsertJob(tx, row, `${row.type} ${row.model}`)
+export async function createJob<B extends Balance = Balance> (
+  tx: Q, row: NewJob & JobRow, charged: (b: Balance) => B = b => b as B, record: RouteRecord | null = null
+): Promise<B> {
+  const c = await chargeAndInsertJob(tx, row, `${row.type} ${row.model}`, record)
   if (c === null) throw new ChargeRefused()
+  if (record !== null && record.events.length > 0) await appendEvents(tx, record.events)
   // `charged` sees the balance as soon as the charge answered (the group commit orders balances by it).
   const b = charged(c)
   if (row.status === 'completed') await completionWrites(tx, row, row.result_url!, row.completed_at!)
@@ -114,12 +117,8 @@ export async function endJob<B extends { credits: number | null }> (
 /** One completion of a batch written together (completeJobs); `history` for routes that keep it. */
 export interface Completion { row: JobRow; resultUrl: string; at: Date; history?: History | null }
 
-/** A completion's upstream events as the JSON array completeJobs expands (jsonb_array_elements). */
-function eventsJson (events: UpstreamEvent[], at: Date): string {
-  return JSON.stringify(events.map(e => ({ source: e.source, route: e.route, state: e.state, detail: e.detail ?? null, at: (e.at ?? at).toISOString() })))
-}
-
 const LATE_NOTE = 'upstream success after the job ended; no money moved'
+const INSERT_DONE_EVENTS = insertEventsFrom('done d')
 
 /**
  * Many completions in ONE statement (issue 12): the UPDATE of the jobs, and from the rows it
@@ -178,10 +177,7 @@ export async function completeJobs (tx: Q, items: Completion[]): Promise<Set<str
       RETURNING jobs.id, jobs.account_id, jobs.type, jobs.prompt, jobs.model, jobs.provider, jobs.created_at, v.url, v.at, v.event_id, v.body, v.own_url, v.own_secret,
         v.history
     ), history AS (
-      INSERT INTO job_upstream_events (job_id, source, route, state, detail, at)
-      SELECT d.id, e.x->>'source', e.x->>'route', e.x->>'state', nullif(e.x->'detail', 'null'::jsonb), (e.x->>'at')::timestamptz
-      FROM done d CROSS JOIN LATERAL jsonb_array_elements(d.history::jsonb) WITH ORDINALITY AS e(x, n)
-      WHERE d.history IS NOT NULL ORDER BY d.id, e.n
+      ${tx.unsafe(INSERT_DONE_EVENTS)}
     ), late AS (
       -- Every sub-statement sees the jobs as they were before \`done\`: a job it did not complete
       -- that had failed or been cancelled (refunded) gets the success recorded, no money moves.

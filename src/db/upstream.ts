@@ -16,6 +16,36 @@ export interface UpstreamEvent {
 }
 
 /**
+ * What a creation on a configured route writes beside its job row (sql/0008): the route, the
+ * handle and submission time when the provider took the job at once, and the first history
+ * (refusals of earlier routes, the submission). Written in the creation's own statement
+ * (chargeAndInsertJobs, chargeAndInsertJob).
+ */
+export interface RouteRecord {
+  route: string
+  upstream: UpstreamHandle | null
+  submitted_at: Date | null
+  events: UpstreamEvent[]
+}
+
+/** Events as the JSON array the batch statements expand (jsonb_array_elements); `at` defaults to `at`. */
+export function eventsJson (events: UpstreamEvent[], at: Date): string {
+  return JSON.stringify(events.map(e => ({ source: e.source, route: e.route, state: e.state, detail: e.detail ?? null, at: (e.at ?? at).toISOString() })))
+}
+
+/**
+ * The INSERT of the events of a batch statement's rows: `from` names a relation with the job id
+ * in `id` and the events (eventsJson) in `history`, NULL for none, and `and` a further condition
+ * on it; kept in each job's order.
+ */
+export function insertEventsFrom (from: string, and = ''): string {
+  return `INSERT INTO job_upstream_events (job_id, source, route, state, detail, at)
+      SELECT d.id, e.x->>'source', e.x->>'route', e.x->>'state', nullif(e.x->'detail', 'null'::jsonb), (e.x->>'at')::timestamptz
+      FROM ${from} CROSS JOIN LATERAL jsonb_array_elements(d.history::jsonb) WITH ORDINALITY AS e(x, n)
+      WHERE d.history IS NOT NULL${and ? ` AND ${and}` : ''} ORDER BY d.id, e.n`
+}
+
+/**
  * A job handed to a provider: route, handle and the deadline counted from now (DESIGN.md 5:
  * the deadline applies only to jobs a provider holds). Only a non-terminal job changes.
  */

@@ -279,3 +279,37 @@ t.test('completions with upstream history commit together: their events, and a l
   const [img] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM images WHERE job_id IN ${sql(rows.map(r => r.id))}`
   t.equal(img.n, 2, 'library rows for the two completed')
 })
+
+t.test('creations on configured routes commit together with their route, handle and first history; an uncovered account writes none of it', async (t) => {
+  const a = await account(100)
+  const poor = await account(5)
+  const gc = new GroupCommit(sql)
+  const route = 'nano-banana#1:fal:fal-ai/nano-banana'
+  const at = new Date()
+  const handle = { id: 'req-1', model: 'fal-ai/nano-banana', urls: { status: 'https://q/s', response: 'https://q/r', cancel: 'https://q/c' } }
+  const r0 = row(a, 10, { provider: 'fal', provider_job_id: 'req-1' })
+  const r1 = row(a, 10, { status: 'queued', provider: 'fal', provider_job_id: null })
+  const r2 = row(a, 10) // the implicit simulated route: no record
+  const r3 = row(poor, 10, { provider: 'fal', provider_job_id: 'req-3' })
+  const ev = (id: string, source: 'refused' | 'submit', state: string) => ({ job_id: id, source, route, state, detail: { s: state } })
+  const got = await Promise.allSettled([
+    gc.create(r0, { route, upstream: handle, submitted_at: at, events: [ev(r0.id, 'refused', 'unavailable'), ev(r0.id, 'submit', 'submitted')] }),
+    gc.create(r1, { route, upstream: null, submitted_at: null, events: [] }),
+    gc.create(r2),
+    gc.create(r3, { route, upstream: { id: 'req-3', model: 'm' }, submitted_at: at, events: [ev(r3.id, 'submit', 'submitted')] }),
+  ])
+  t.same(got.map(g => g.status), ['fulfilled', 'fulfilled', 'fulfilled', 'rejected'], 'the account that cannot pay is refused')
+  t.equal(gc.stats.together, 4, 'all four went to the batch statement (the refused one was retried alone)')
+  const jobs = await sql<{ id: string; route: string | null; upstream: any; submitted_at: Date | null }[]>`
+    SELECT id, route, upstream, submitted_at FROM jobs WHERE id IN ${sql([r0.id, r1.id, r2.id, r3.id])} ORDER BY id`
+  t.same(jobs.map(j => [j.id, j.route]), [[r0.id, route], [r1.id, route], [r2.id, null]], 'no row for the refused one')
+  t.same(jobs[0].upstream, handle)
+  t.equal(jobs[0].submitted_at?.getTime(), at.getTime())
+  t.equal(jobs[1].upstream, null)
+  t.equal(jobs[1].submitted_at, null)
+  const events = await sql<{ job_id: string; source: string; state: string; detail: any }[]>`
+    SELECT job_id, source, state, detail FROM job_upstream_events WHERE job_id IN ${sql([r0.id, r1.id, r2.id, r3.id])} ORDER BY id`
+  t.same(events.map(e => [e.job_id, e.source, e.state]), [[r0.id, 'refused', 'unavailable'], [r0.id, 'submit', 'submitted']], 'in order; none for the refused account')
+  t.same(events[1].detail, { s: 'submitted' })
+  t.same(await state(poor), { credits: 5, used: 0, sum: 5, jobs: 0 })
+})

@@ -1,14 +1,22 @@
 import { isDbUnavailable, type Sql, type Tx } from '../db/connect.js'
-import { chargeAndInsertJobs, updateJobProgress, updateJobsProgress, type NewJob, type Transition } from '../db/jobs.js'
-import { completeJob, completeJobs, createJob, type Completion, type History, type VideoMedia } from '../db/ledger.js'
+import { updateJobProgress, type NewJob, type Transition } from '../db/jobs.js'
+import { completeJob, createJob, writeBatch, type Completion, type History, type VideoMedia } from '../db/ledger.js'
 import type { JobRow } from '../jobs/view.js'
 import type { RouteRecord } from '../db/upstream.js'
 import { observeCommit } from '../worker-stats.js'
-/** A creation the batch statement can write (chargeAndInsertJobs): not born completed, nothing else to write. */
-function creationOnly (i: Item): boolean {
-  const r = (i.work as { creation?: JobRow }).creation
-  return r !== undefined && r.status !== 'completed'
+
+/** What the batch statement (writeBatch) can write of an item, tagged on its work by create, complete and transition. */
+interface Tags { creation?: NewJob & JobRow; record?: RouteRecord | null; completion?: Completion; transition?: Transition }
+
+const tags = (i: Item): Tags => i.work as Tags
+
+/** An item the batch statement writes: a creation not born completed, a completion other than a video's, a transition. */
+function batchable (i: Item): boolean {
+  const w = tags(i)
+  return w.creation !== undefined ? w.creation.status !== 'completed' : w.completion !== undefined || w.transition !== undefined
 }
+
+const DONE = Promise.resolve()
 
 /** A unit of durable work: the SQL of one mutation, run inside a shared transaction. */
 export type Work<T> = (tx: Tx) => Promise<T>
@@ -131,7 +139,7 @@ export class GroupCommit {
 
   /** Commits a batch; returns what releases its callers (drain calls it), or nothing when they are already settled. */
   private async commit (batch: Item[]): Promise<Settle | undefined> {
-    if (batch.length >= 2 && batch.every(creationOnly)) return this.commitCreations(batch)
+    if (batch.every(batchable)) return this.commitStatement(batch)
     const started = performance.now()
     let results: unknown[]
     try {
@@ -140,14 +148,9 @@ export class GroupCommit {
         // roll back while siblings are still mid-work; their later statements would then run on
         // the released connection outside any transaction (autocommitted), and the per-item
         // retry below would apply them a second time.
-        // The batch's creations, completions and transitions: one statement each, pipelined (no
-        // wait between them; they touch different rows). All three settle before any failure
-        // is thrown (see above).
+        // The batch's creations, completions and transitions: one statement (writeBatch).
         const together: Array<Promise<unknown> | undefined> = new Array(batch.length)
-        const joint = await Promise.allSettled([
-          this.createTogether(tx, batch, together), this.completeTogether(tx, batch, together), this.transitionTogether(tx, batch, together),
-        ])
-        for (const r of joint) if (r.status === 'rejected') throw r.reason
+        await this.together(tx, batch, together)
         const settled = await Promise.allSettled(batch.map((i, n) => together[n] ?? i.work(tx)))
         const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected')
         if (failed) throw failed.reason
@@ -179,21 +182,23 @@ export class GroupCommit {
   }
 
   /**
-   * A batch of plain creations only (the common case under creation load) is ONE statement,
-   * so it runs as its own transaction (autocommit: COMMIT at its end, as durable as an explicit
-   * one) without the BEGIN and COMMIT round trips: with one account the shard's commits run
-   * one after another, so each round trip lengthens every batch (docs/decisions.md "Creation
-   * CPU"). Creations of an account the statement could not charge then run one by one, each in
-   * its own transaction, as they would have in the batch's. A failed statement wrote nothing:
-   * every creation is retried alone, as a failed batch is.
+   * A batch of creations, completions and transitions only (the common case under load) is
+   * ONE statement (writeBatch), so it runs as its own transaction (autocommit: COMMIT at its
+   * end, as durable as an explicit one) without the BEGIN and COMMIT round trips: the shard's
+   * commits run one after another, so each round trip lengthens every batch and costs both
+   * processes a wake-up (docs/decisions.md "Creation CPU", "One statement per group commit").
+   * Creations of an account the statement could not charge then run one by one, each in its own
+   * transaction, as they would have in the batch's. A failed statement wrote nothing: every
+   * item is retried alone, as a failed batch is.
    */
-  private async commitCreations (batch: Item[]): Promise<Settle | undefined> {
+  private async commitStatement (batch: Item[]): Promise<Settle | undefined> {
     const started = performance.now()
     const together: Array<Promise<unknown> | undefined> = new Array(batch.length)
     try {
-      await this.bounded(this.createTogether(this.sql, batch, together))
+      await this.bounded(this.together(this.sql, batch, together))
     } catch (err) {
       if (isDbUnavailable(err)) { for (const i of batch) i.reject(err); return }
+      if (batch.length === 1) { batch[0].reject(err); return }
       this.stats.fallbacks++
       await this.oneByOne(batch)
       return
@@ -206,57 +211,63 @@ export class GroupCommit {
     const settle = () => { for (let n = 0; n < batch.length; n++) { const done = together[n]; if (done !== undefined) batch[n].resolve(done) } }
     if (left.length === 0) return settle
     // Creations the statement could not charge run one by one before the next batch (their
-    // balance stamps must follow this statement's); the charged ones are answered first.
+    // balance stamps must follow this statement's); the written items are answered first.
     settle()
     await this.oneByOne(left)
   }
 
-  /** The batch's creations as one statement; fills `out` for them (the others run alone). */
-  private async createTogether (tx: Sql | Tx, batch: Item[], out: Array<Promise<unknown> | undefined>): Promise<void> {
-    const rows = batch.map(i => (i.work as { creation?: NewJob & JobRow }).creation)
+  /**
+   * The batch's creations, completions and transitions as one statement (writeBatch); fills
+   * `out` for the items it wrote (a creation whose account it could not charge is left for its
+   * own work). A transition its batch supersedes (a later one of the same job, or the job's
+   * completion) is not sent: one statement cannot update a row twice, and the later write sets
+   * everything it would have.
+   */
+  private async together (q: Sql | Tx, batch: Item[], out: Array<Promise<unknown> | undefined>): Promise<void> {
     const creations: Array<NewJob & JobRow> = []
     const records: Array<RouteRecord | null> = []
+    const made: number[] = []
+    const completions: Completion[] = []
+    const finished: number[] = []
     for (let n = 0; n < batch.length; n++) {
-      const r = rows[n]
-      if (r === undefined || r.status === 'completed') continue
-      creations.push(r)
-      records.push((batch[n].work as { record?: RouteRecord | null }).record ?? null)
+      const w = tags(batch[n])
+      if (w.creation !== undefined) {
+        if (w.creation.status === 'completed') continue
+        creations.push(w.creation)
+        records.push(w.record ?? null)
+        made.push(n)
+      } else if (w.completion !== undefined) {
+        completions.push(w.completion)
+        finished.push(n)
+      }
     }
-    if (creations.length < 2) return
-    const charged = await chargeAndInsertJobs(tx, creations, records)
-    const seq = ++this.seq
-    this.stats.together += creations.length
+    const transitions: Transition[] = []
+    let superseded: Set<string> | null = null
+    let moves = 0
+    for (let n = batch.length - 1; n >= 0; n--) {
+      const t = tags(batch[n]).transition
+      if (t === undefined) continue
+      if (superseded === null) superseded = new Set(completions.map(c => c.row.id))
+      out[n] = DONE
+      moves++
+      if (superseded.has(t.id)) continue
+      superseded.add(t.id)
+      transitions.push(t)
+    }
+    if (creations.length === 0 && completions.length === 0 && transitions.length === 0) return
+    const w = await writeBatch(q, { creations, records, completions, transitions })
+    const seq = creations.length > 0 ? ++this.seq : 0
+    this.stats.together += creations.length + completions.length + moves
+    for (let k = 0; k < finished.length; k++) out[finished[k]] = Promise.resolve(w.completed.has(completions[k].row.id))
     // Each creation's own balance: the account's final one plus what its later jobs cost.
     const later = new Map<number, number>()
-    for (let n = batch.length - 1; n >= 0; n--) {
-      const r = rows[n]
-      if (r === undefined || r.status === 'completed') continue
-      const c = charged.get(r.account_id)
+    for (let k = creations.length - 1; k >= 0; k--) {
+      const r = creations[k]
+      const c = w.charged.get(r.account_id)
       if (c === undefined) continue
       const after = later.get(r.account_id) ?? 0
-      out[n] = Promise.resolve({ credits: c.credits + after, free_videos_used: c.free_videos_used, seq })
+      out[made[k]] = Promise.resolve({ credits: c.credits + after, free_videos_used: c.free_videos_used, seq })
       later.set(r.account_id, after + r.credits_charged)
     }
-  }
-
-  /** The batch's plain completions (even one) as one statement (completeJobs); fills `out` for them. */
-  private async completeTogether (tx: Tx, batch: Item[], out: Array<Promise<unknown> | undefined>): Promise<void> {
-    const idx: number[] = []
-    for (let n = 0; n < batch.length; n++) if ((batch[n].work as { completion?: Completion }).completion) idx.push(n)
-    if (idx.length === 0) return
-    const items = idx.map(n => (batch[n].work as unknown as { completion: Completion }).completion)
-    const done = await completeJobs(tx, items)
-    this.stats.together += items.length
-    idx.forEach((n, k) => { out[n] = Promise.resolve(done.has(items[k].row.id)) })
-  }
-
-  /** The batch's transitions as one UPDATE; fills `out` for them. */
-  private async transitionTogether (tx: Tx, batch: Item[], out: Array<Promise<unknown> | undefined>): Promise<void> {
-    const idx: number[] = []
-    for (let n = 0; n < batch.length; n++) if ((batch[n].work as { transition?: Transition }).transition) idx.push(n)
-    if (idx.length < 2) return
-    await updateJobsProgress(tx, idx.map(n => (batch[n].work as unknown as { transition: Transition }).transition))
-    this.stats.together += idx.length
-    for (const n of idx) out[n] = Promise.resolve()
   }
 }

@@ -94,17 +94,26 @@ const ROUTE_COLUMNS: ReadonlyArray<{ name: string; type: 'text' | 'timestamptz';
 ]
 
 /**
- * chargeAndInsertJobs' statement: $n is the n-th column's array literal (BATCH_COLUMNS, then
- * ROUTE_COLUMNS when `routed`: a batch with a creation on a configured route also writes the
- * route, handle and history columns, and the events; a batch of simulated creations sends none
- * of them).
+ * The CTEs of a batch's creations (writeBatch, src/db/ledger.ts): `j` unnests the rows ($n
+ * from `offset` + 1 is the n-th column's array literal: BATCH_COLUMNS, then ROUTE_COLUMNS when
+ * `routed`), `charged` UPDATEs every account of the batch (its jobs' total, and its free video
+ * when one is the trial video), then the ledger entries, the job rows and, when `routed`, the
+ * first history of creations on configured routes (their route, handle and submission time go
+ * in the job row; a batch of simulated creations sends none of it). An account whose balance
+ * (or free video) does not cover its jobs together is charged for none of them and nothing of
+ * it is written: it is absent from `charged`, and the caller retries its creations one by one
+ * (chargeAndInsertJob).
+ *
+ * The rows cross as one array literal per column (docs/decisions.md "Creation CPU"): a JSON
+ * document of the whole batch cost PostgreSQL a jsonb parse with key sorting per row and the
+ * shard a JSON.stringify of every row with its keys. Only for creations not born completed
+ * (the group commit sends those alone): result_url and completed_at are NULL.
  */
-function chargeAndInsert (routed: boolean): string {
+export function creationCtes (routed: boolean, offset: number): string {
   const cols: ReadonlyArray<{ name: string; type: string; select?: string }> = routed ? [...BATCH_COLUMNS, ...ROUTE_COLUMNS] : BATCH_COLUMNS
   const inserted = cols.filter(c => c.name !== 'history')
-  return `
-    WITH j AS (
-      SELECT * FROM unnest(${cols.map((c, i) => `$${i + 1}::${c.type}[]`).join(', ')})
+  return `j AS (
+      SELECT * FROM unnest(${cols.map((c, i) => `$${offset + i + 1}::${c.type}[]`).join(', ')})
         AS t(${cols.map(c => c.name).join(', ')})
     ),
     s AS (SELECT account_id, sum(credits_charged)::bigint AS total, count(*) FILTER (WHERE free_trial)::int AS trials FROM j GROUP BY account_id),
@@ -122,33 +131,17 @@ function chargeAndInsert (routed: boolean): string {
       FROM j WHERE j.account_id IN (SELECT id FROM charged)
     )${routed ? `, events AS (
       ${insertEventsFrom('j d', 'd.account_id IN (SELECT id FROM charged)')}
-    )` : ''}
-    SELECT id, credits, free_videos_used FROM charged`
+    )` : ''}`
 }
-const CHARGE_AND_INSERT = chargeAndInsert(false)
-const CHARGE_AND_INSERT_ROUTED = chargeAndInsert(true)
 
-/**
- * Many creations' durable writes in ONE statement (issue 12 point 4, DESIGN.md 3): one UPDATE
- * charging every account of the batch (its jobs' total, and its free video when one is the
- * trial video), one INSERT of the ledger entries, one INSERT of the job rows. An account whose
- * balance (or free video) does not cover its jobs together is charged for none of them and
- * nothing of it is written: its rows are absent from the result, and the caller retries them
- * one by one (chargeAndInsertJob). Returns, per charged account, its committed balance and
- * free_videos_used after all of its jobs.
- *
- * The rows cross as one array literal per column (BATCH_COLUMNS) through unnest
- * (docs/decisions.md "Creation CPU"): a JSON document of the whole batch cost PostgreSQL a
- * jsonb parse with key sorting per row (jsonb_populate_recordset) and the shard a
- * JSON.stringify of every row with its keys. Only for creations not born completed (the group
- * commit sends those alone): result_url and completed_at are NULL.
- */
-export async function chargeAndInsertJobs (
-  tx: Q, jobs: NewJob[], records?: ReadonlyArray<RouteRecord | null>
-): Promise<Map<number, { credits: number; free_videos_used: number }>> {
+/** How many parameters creationCtes takes. */
+export const creationParamCount = (routed: boolean): number => BATCH_COLUMNS.length + (routed ? ROUTE_COLUMNS.length : 0)
+
+/** creationCtes' parameters for these creations (`records[k]`: creation k's route, or null); `routed` when any has one. */
+export function creationParams (jobs: NewJob[], records: ReadonlyArray<RouteRecord | null>): { params: string[]; routed: boolean } {
   const n = jobs.length
-  const routed = records !== undefined && records.some(r => r !== null)
-  const params: string[] = new Array(BATCH_COLUMNS.length + (routed ? ROUTE_COLUMNS.length : 0))
+  const routed = records.some(r => r !== null)
+  const params: string[] = new Array(creationParamCount(routed))
   const xs: Array<string | number | null> = new Array(n)
   for (let c = 0; c < BATCH_COLUMNS.length; c++) {
     const col = BATCH_COLUMNS[c]
@@ -162,9 +155,7 @@ export async function chargeAndInsertJobs (
       params[BATCH_COLUMNS.length + c] = textArray(xs as Array<string | null>)
     }
   }
-  const statement = routed ? CHARGE_AND_INSERT_ROUTED : CHARGE_AND_INSERT
-  const out = await tx.unsafe<{ id: number; credits: number; free_videos_used: number }[]>(statement, params, { prepare: true })
-  return new Map(out.map(r => [Number(r.id), { credits: r.credits, free_videos_used: r.free_videos_used }]))
+  return { params, routed }
 }
 
 /** Non-terminal progress: status, progress and the provider's id. */
@@ -178,15 +169,25 @@ export async function updateJobProgress (tx: Q, id: string, status: JobStatus, p
 export interface Transition { id: string; status: JobStatus; progress: number; at: Date }
 
 /**
- * Many non-terminal status changes in ONE statement (issue 12 point 4): what updateJobProgress
- * does for one job, for every transition of a group commit.
+ * The CTE of a batch's non-terminal status changes (writeBatch, src/db/ledger.ts): what
+ * updateJobProgress does for one job, for every transition of a group commit, from 4 array
+ * parameters after `offset` (transitionParams). At most one transition per job (one statement
+ * cannot update a row twice).
  */
-export async function updateJobsProgress (tx: Q, items: Transition[]): Promise<void> {
-  await tx`
-    UPDATE jobs SET status = v.status, progress = v.progress, updated_at = v.at
-    FROM (SELECT * FROM unnest(${items.map(i => i.id)}::text[], ${items.map(i => i.status)}::text[], ${items.map(i => i.progress)}::int[],
-      ${items.map(i => i.at.toISOString())}::timestamptz[]) AS t(id, status, progress, at)) v
-    WHERE jobs.id = v.id AND jobs.status IN ('queued', 'submitted', 'processing')`
+export function transitionCte (offset: number): string {
+  return `moved AS (
+      UPDATE jobs SET status = m.status, progress = m.progress, updated_at = m.at
+      FROM unnest($${offset + 1}::text[], $${offset + 2}::text[], $${offset + 3}::int[], $${offset + 4}::timestamptz[]) AS m(id, status, progress, at)
+      WHERE jobs.id = m.id AND jobs.status IN ('queued', 'submitted', 'processing')
+    )`
+}
+
+/** transitionCte's parameters. */
+export function transitionParams (items: Transition[]): string[] {
+  return [
+    textArray(items.map(i => i.id)), textArray(items.map(i => i.status)), numberArray(items.map(i => i.progress)),
+    textArray(items.map(i => i.at.toISOString())),
+  ]
 }
 
 export interface Terminal {

@@ -1,10 +1,14 @@
 import type { Q } from './connect.js'
 import { applyCredit } from './accounts.js'
-import { chargeAndInsertJob, finishJob, setFreeVideosUsed, insertImage, insertVideo, videoIdOfJob, type NewJob } from './jobs.js'
+import {
+  chargeAndInsertJob, creationCtes, creationParamCount, creationParams, finishJob, setFreeVideosUsed, insertImage, insertVideo, transitionCte, transitionParams,
+  videoIdOfJob, type NewJob, type Transition,
+} from './jobs.js'
 import { enqueueJobEvent, eventBody } from './outbox.js'
 import { appendEvents, eventsJson, insertEventsFrom, recordLateSuccess, setVideoMedia, type RouteRecord, type UpstreamEvent } from './upstream.js'
 import { viewOf, type JobRow } from '../jobs/view.js'
 import { newEventId } from '../jobs/id.js'
+import { textArray } from './array-literal.js'
 
 /**
  * The job ledger (issue 12 point 1): every durable write that creates, charges, completes,
@@ -120,19 +124,56 @@ export interface Completion { row: JobRow; resultUrl: string; at: Date; history?
 const LATE_NOTE = 'upstream success after the job ended; no money moved'
 const INSERT_DONE_EVENTS = insertEventsFrom('done d')
 
+/** The outbox row id as src/db/outbox.ts draws it ('dlv_' + 16 base64url characters): 12 random bytes of two random UUIDs. */
+const DELIVERY_ID = `'dlv_' || translate(encode(substring(uuid_send(gen_random_uuid()) FROM 1 FOR 6) || substring(uuid_send(gen_random_uuid()) FROM 11 FOR 6), 'base64'), '+/', '-_')`
+
 /**
- * Many completions in ONE statement (issue 12): the UPDATE of the jobs, and from the rows it
- * moved, the outbox rows (one per active registered webhook subscribed to job.completed, plus
- * the job's own webhook_url) and the image library rows. Each job's event body is built here
- * (it carries the final view); ids of delivery rows are drawn by PostgreSQL. One statement
- * whose text never changes (arrays, not one VALUES row per item), so it is prepared once per
- * connection. A completion's upstream history (a configured route's) is written from the same
- * statement: its events for a job it completes, and for a job that had already failed or been
- * cancelled the `late` success completeJob records. Only videos (their library row carries
- * media keyed by its id) go through completeJob instead. Returns the ids completed now (a job
- * already terminal is left alone and gets no rows).
+ * The CTEs of a batch's completions (writeBatch), from 9 array parameters after `offset`
+ * (completionParams): the UPDATE of the jobs (`done`: the ids it completed; a job already
+ * terminal is left alone and gets no rows), and from the rows it moved, the outbox rows (one
+ * per active registered webhook subscribed to job.completed, plus the job's own webhook_url)
+ * and the image library rows. Each job's event body is built by the caller (it carries the
+ * final view); ids of delivery rows are drawn by PostgreSQL. A completion's upstream history
+ * (a configured route's) is written here too: its events for a job it completes, and for a job
+ * that had already failed or been cancelled the `late` success completeJob records. Only
+ * videos (their library row carries media keyed by its id) go through completeJob instead.
  */
-export async function completeJobs (tx: Q, items: Completion[]): Promise<Set<string>> {
+function completionCtes (offset: number): string {
+  const p = (k: number) => `$${offset + k}`
+  return `v AS (
+      SELECT * FROM unnest(${p(1)}::text[], ${p(2)}::text[], ${p(3)}::timestamptz[], ${p(4)}::text[], ${p(5)}::text[], ${p(6)}::text[], ${p(7)}::text[],
+        ${p(8)}::text[], ${p(9)}::text[])
+        AS t(id, url, at, event_id, body, own_url, own_secret, route, history)
+    ), done AS (
+      UPDATE jobs SET status = 'completed', progress = 100, result_url = v.url, error_message = NULL, content_policy_violation = false,
+        credits_refunded = 0, updated_at = v.at, completed_at = v.at
+      FROM v WHERE jobs.id = v.id AND jobs.status IN ('queued', 'submitted', 'processing')
+      RETURNING jobs.id, jobs.account_id, jobs.type, jobs.prompt, jobs.model, jobs.provider, jobs.created_at, v.url, v.at, v.event_id, v.body, v.own_url, v.own_secret,
+        v.history
+    ), history AS (
+      ${INSERT_DONE_EVENTS}
+    ), late AS (
+      -- Every sub-statement sees the jobs as they were before the statement: a job the UPDATE
+      -- did not complete that had failed or been cancelled (refunded) gets the success recorded, no money moves.
+      INSERT INTO job_upstream_events (job_id, source, route, state, detail, at)
+      SELECT v.id, 'late', v.route, 'succeeded', jsonb_build_object('result_url', v.url, 'note', '${LATE_NOTE}'::text), now()
+      FROM v JOIN jobs lj ON lj.id = v.id AND lj.status IN ('failed', 'cancelled')
+      WHERE v.route IS NOT NULL AND NOT EXISTS (SELECT 1 FROM done WHERE done.id = v.id)
+    ), outbox AS (
+      INSERT INTO webhook_deliveries (id, event_id, account_id, webhook_id, job_id, event, url, secret, body)
+      SELECT ${DELIVERY_ID}, d.event_id, d.account_id, w.id, d.id, 'job.completed', w.url, w.secret, d.body
+      FROM done d JOIN webhooks w ON w.account_id = d.account_id AND w.active AND w.deleted_at IS NULL AND 'job.completed' = ANY(w.events)
+      UNION ALL
+      SELECT ${DELIVERY_ID}, d.event_id, d.account_id, NULL, d.id, 'job.completed', d.own_url, d.own_secret, d.body
+      FROM done d WHERE d.own_url IS NOT NULL
+    ), library AS (
+      INSERT INTO images (account_id, job_id, prompt, model, model_id, image_url, created_at, completed_at)
+      SELECT d.account_id, d.id, d.prompt, d.provider || '/' || d.model, d.model, d.url, d.created_at, d.at FROM done d WHERE d.type = 'image'
+    )`
+}
+
+/** completionCtes' parameters: per completion its final view in the event body, its own webhook, its history. */
+function completionParams (items: Completion[]): string[] {
   const n = items.length
   const ids = new Array<string>(n)
   const urls = new Array<string>(n)
@@ -165,43 +206,77 @@ export async function completeJobs (tx: Q, items: Completion[]): Promise<Set<str
     ownUrls[k] = own.url !== null && own.secret !== null ? own.url : null
     ownSecrets[k] = own.url !== null && own.secret !== null ? own.secret : null
   }
-  const done = await tx<{ id: string }[]>`
-    WITH v AS (
-      SELECT * FROM unnest(${ids}::text[], ${urls}::text[], ${ats}::timestamptz[], ${events}::text[], ${bodies}::text[], ${ownUrls}::text[], ${ownSecrets}::text[],
-        ${routes}::text[], ${histories}::text[])
-        AS t(id, url, at, event_id, body, own_url, own_secret, route, history)
-    ), done AS (
-      UPDATE jobs SET status = 'completed', progress = 100, result_url = v.url, error_message = NULL, content_policy_violation = false,
-        credits_refunded = 0, updated_at = v.at, completed_at = v.at
-      FROM v WHERE jobs.id = v.id AND jobs.status IN ('queued', 'submitted', 'processing')
-      RETURNING jobs.id, jobs.account_id, jobs.type, jobs.prompt, jobs.model, jobs.provider, jobs.created_at, v.url, v.at, v.event_id, v.body, v.own_url, v.own_secret,
-        v.history
-    ), history AS (
-      ${tx.unsafe(INSERT_DONE_EVENTS)}
-    ), late AS (
-      -- Every sub-statement sees the jobs as they were before \`done\`: a job it did not complete
-      -- that had failed or been cancelled (refunded) gets the success recorded, no money moves.
-      INSERT INTO job_upstream_events (job_id, source, route, state, detail, at)
-      SELECT v.id, 'late', v.route, 'succeeded', jsonb_build_object('result_url', v.url, 'note', ${LATE_NOTE}::text), now()
-      FROM v JOIN jobs j ON j.id = v.id AND j.status IN ('failed', 'cancelled')
-      WHERE v.route IS NOT NULL AND NOT EXISTS (SELECT 1 FROM done WHERE done.id = v.id)
-    ), outbox AS (
-      -- Delivery ids as src/db/outbox.ts draws them ('dlv_' + 16 base64url characters): 12
-      -- random bytes, from two random UUIDs without their version and variant bits.
-      INSERT INTO webhook_deliveries (id, event_id, account_id, webhook_id, job_id, event, url, secret, body)
-      SELECT 'dlv_' || translate(encode(substring(uuid_send(gen_random_uuid()) FROM 1 FOR 6) || substring(uuid_send(gen_random_uuid()) FROM 11 FOR 6), 'base64'), '+/', '-_'),
-        d.event_id, d.account_id, w.id, d.id, 'job.completed', w.url, w.secret, d.body
-      FROM done d JOIN webhooks w ON w.account_id = d.account_id AND w.active AND w.deleted_at IS NULL AND 'job.completed' = ANY(w.events)
-      UNION ALL
-      SELECT 'dlv_' || translate(encode(substring(uuid_send(gen_random_uuid()) FROM 1 FOR 6) || substring(uuid_send(gen_random_uuid()) FROM 11 FOR 6), 'base64'), '+/', '-_'),
-        d.event_id, d.account_id, NULL, d.id, 'job.completed', d.own_url, d.own_secret, d.body
-      FROM done d WHERE d.own_url IS NOT NULL
-    ), library AS (
-      INSERT INTO images (account_id, job_id, prompt, model, model_id, image_url, created_at, completed_at)
-      SELECT d.account_id, d.id, d.prompt, d.provider || '/' || d.model, d.model, d.url, d.created_at, d.at FROM done d WHERE d.type = 'image'
-    )
-    SELECT id FROM done`
-  return new Set(done.map(u => u.id))
+  return [textArray(ids), textArray(urls), textArray(ats), textArray(events), textArray(bodies), textArray(ownUrls), textArray(ownSecrets),
+    textArray(routes), textArray(histories)]
+}
+
+/** What one group commit writes in one statement (writeBatch). */
+export interface BatchWrite {
+  /** Creations not born completed, with their route (`records[k]`, or null). */
+  creations: NewJob[]
+  records: ReadonlyArray<RouteRecord | null>
+  /** Completions other than videos. */
+  completions: Completion[]
+  /** Non-terminal status changes, at most one per job and none of a job completed here. */
+  transitions: Transition[]
+}
+
+/** What writeBatch committed: per charged account its balance after all its creations; the ids completed now. */
+export interface BatchWritten { charged: Map<number, Balance>; completed: Set<string> }
+
+/** writeBatch's statements by what they hold (creations: 0 none, 1 plain, 2 routed; +3 with completions; +6 with transitions). */
+const STATEMENTS: Array<string | undefined> = new Array(12)
+
+function batchStatement (creations: 0 | 1 | 2, completions: boolean, transitions: boolean): string {
+  const key = creations + (completions ? 3 : 0) + (transitions ? 6 : 0)
+  let text = STATEMENTS[key]
+  if (text !== undefined) return text
+  const ctes: string[] = []
+  const out: string[] = []
+  let offset = 0
+  if (creations > 0) {
+    ctes.push(creationCtes(creations === 2, offset))
+    offset += creationParamCount(creations === 2)
+    out.push('SELECT id AS account, credits, free_videos_used, NULL::text AS job FROM charged')
+  }
+  if (completions) {
+    ctes.push(completionCtes(offset))
+    offset += 9
+    out.push('SELECT NULL::bigint AS account, NULL::bigint AS credits, NULL::int AS free_videos_used, id AS job FROM done')
+  }
+  if (transitions) ctes.push(transitionCte(offset))
+  if (out.length === 0) out.push('SELECT NULL::bigint AS account, NULL::bigint AS credits, NULL::int AS free_videos_used, NULL::text AS job WHERE false')
+  text = `WITH ${ctes.join(',\n    ')}\n    ${out.join('\n    UNION ALL ')}`
+  STATEMENTS[key] = text
+  return text
+}
+
+/**
+ * A group commit's creations, completions and transitions in ONE statement (issue 12 point 4,
+ * DESIGN.md 3; docs/decisions.md "One statement per group commit"): one statement is its own
+ * transaction, so a batch of only these needs no BEGIN and COMMIT round trips, and inside a
+ * transaction it is one statement instead of three. Each part's rows cross as column arrays
+ * (unnest); the text depends only on which parts the batch has (12 variants, each prepared
+ * once per connection). Its parts touch different rows: creations insert new jobs,
+ * completions and transitions update jobs committed before, never the same one twice (the
+ * caller drops a transition its batch supersedes).
+ */
+export async function writeBatch (q: Q, w: BatchWrite): Promise<BatchWritten> {
+  const c = w.creations.length > 0 ? creationParams(w.creations, w.records) : null
+  const params: string[] = []
+  if (c !== null) for (const x of c.params) params.push(x)
+  if (w.completions.length > 0) for (const x of completionParams(w.completions)) params.push(x)
+  if (w.transitions.length > 0) for (const x of transitionParams(w.transitions)) params.push(x)
+  const text = batchStatement(c === null ? 0 : c.routed ? 2 : 1, w.completions.length > 0, w.transitions.length > 0)
+  type Row = { account: number | null; credits: number | null; free_videos_used: number | null; job: string | null }
+  const rows = await q.unsafe<Row[]>(text, params, { prepare: true })
+  const charged = new Map<number, Balance>()
+  const completed = new Set<string>()
+  for (const r of rows) {
+    if (r.job !== null) completed.add(r.job)
+    else charged.set(Number(r.account), { credits: r.credits!, free_videos_used: r.free_videos_used! })
+  }
+  return { charged, completed }
 }
 
 // ---- reading the ledger ---------------------------------------------------------------------

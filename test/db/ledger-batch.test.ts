@@ -245,7 +245,7 @@ t.test('a committed batch is answered only once the next batch has been sent', a
   await Promise.all(second)
   t.equal((got[0] as { credits: number }).credits, 990)
   t.same(events, ['transaction 1', 'transaction 2', 'first answered'], "the first batch's callers resume after the second batch's transaction was opened")
-  t.same(gc.stats, { transactions: 2, items: 4, fallbacks: 0, together: 0 })
+  t.same(gc.stats, { transactions: 2, items: 4, fallbacks: 0, together: 2 })
   t.same(await state(a), { credits: 980, used: 0, sum: 980, jobs: 2 })
 })
 
@@ -312,4 +312,109 @@ t.test('creations on configured routes commit together with their route, handle 
   t.same(events.map(e => [e.job_id, e.source, e.state]), [[r0.id, 'refused', 'unavailable'], [r0.id, 'submit', 'submitted']], 'in order; none for the refused account')
   t.same(events[1].detail, { s: 'submitted' })
   t.same(await state(poor), { credits: 5, used: 0, sum: 5, jobs: 0 })
+})
+
+/** The same pool, counting explicit transactions (BEGIN) and statements. */
+function counting (): { sql: typeof sql; begins: () => number } {
+  let begins = 0
+  const counted = new Proxy(sql, {
+    get (target, prop, receiver) {
+      if (prop === 'begin') return (...args: unknown[]) => { begins++; return (target.begin as (...a: unknown[]) => unknown)(...args) }
+      return Reflect.get(target, prop, receiver)
+    },
+  })
+  return { sql: counted, begins: () => begins }
+}
+
+t.test('creations, completions and transitions of one batch are ONE statement without BEGIN/COMMIT', async (t) => {
+  const a = await account(1000)
+  const b = await account(1000)
+  await sql`INSERT INTO webhooks (account_id, url, secret, events) VALUES (${a}, 'https://hooks.example/m', 's', ${['job.completed']})`
+  const c = counting()
+  const gc = new GroupCommit(c.sql)
+  const old = [row(a, 10), row(a, 10), row(b, 10), row(b, 10)]
+  await Promise.all(old.map(r => gc.create(r)))
+  await sql`UPDATE jobs SET status = 'cancelled' WHERE id = ${old[3].id}` // already terminal: neither completed nor moved
+  const before = { ...gc.stats }
+  const at = new Date(Date.now() + 1000)
+  const fresh = [row(a, 100), row(b, 100)]
+  const got = await Promise.all([
+    gc.create(fresh[0]),
+    gc.complete({ row: old[0], resultUrl: 'https://files.example/m0', at }),
+    gc.transition({ id: old[1].id, status: 'processing', progress: 42, at }),
+    gc.create(fresh[1]),
+    gc.complete({ row: old[3], resultUrl: 'https://files.example/m3', at }),
+    gc.transition({ id: old[2].id, status: 'processing', progress: 7, at }),
+    gc.transition({ id: old[3].id, status: 'processing', progress: 9, at }),
+  ])
+  t.equal(c.begins(), 0, 'no explicit transaction')
+  t.same({ transactions: gc.stats.transactions - before.transactions, together: gc.stats.together - before.together, fallbacks: gc.stats.fallbacks },
+    { transactions: 1, together: 7, fallbacks: 0 })
+  t.same([(got[0] as { credits: number }).credits, got[1], got[2], (got[3] as { credits: number }).credits, got[4], got[5], got[6]],
+    [880, true, undefined, 880, false, undefined, undefined])
+  const jobs = await sql<{ id: string; status: string; progress: number }[]>`SELECT id, status, progress FROM jobs WHERE id = ANY(${[...old, ...fresh].map(r => r.id)})`
+  const by = new Map(jobs.map(j => [j.id, [j.status, j.progress]]))
+  t.same([...old, ...fresh].map(r => by.get(r.id)), [['completed', 100], ['processing', 42], ['processing', 7], ['cancelled', 0], ['submitted', 0], ['submitted', 0]])
+  t.same(await state(a), { credits: 880, used: 0, sum: 880, jobs: 3 })
+  const [dl] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE job_id = ${old[0].id}`
+  t.equal(dl.n, 1, 'the completion wrote its outbox row')
+  const [img] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM images WHERE job_id IN (${old[0].id}, ${old[3].id})`
+  t.equal(img.n, 1, 'and its library row; the cancelled job none')
+})
+
+t.test('a transition its batch supersedes is not written twice: the completion (or the later transition) wins', async (t) => {
+  const a = await account(1000)
+  const gc = new GroupCommit(sql)
+  const rows = [row(a, 10), row(a, 10)]
+  await Promise.all(rows.map(r => gc.create(r)))
+  const at = new Date(Date.now() + 1000)
+  const got = await Promise.all([
+    gc.transition({ id: rows[0].id, status: 'processing', progress: 90, at }),
+    gc.complete({ row: rows[0], resultUrl: 'https://files.example/s0', at }),
+    gc.transition({ id: rows[0].id, status: 'processing', progress: 95, at }),
+    gc.transition({ id: rows[1].id, status: 'processing', progress: 10, at }),
+    gc.transition({ id: rows[1].id, status: 'processing', progress: 20, at }),
+  ])
+  t.same(got, [undefined, true, undefined, undefined, undefined])
+  const jobs = await sql<{ status: string; progress: number; result_url: string | null }[]>`
+    SELECT status, progress, result_url FROM jobs WHERE id IN (${rows[0].id}, ${rows[1].id}) ORDER BY id`
+  t.same(jobs.map(j => [j.status, j.progress, j.result_url]), [['completed', 100, 'https://files.example/s0'], ['processing', 20, null]])
+})
+
+t.test('a mixed batch with an account it cannot charge: the rest commits in the statement, the refused creation alone', async (t) => {
+  const rich = await account(1000)
+  const poor = await account(15)
+  const c = counting()
+  const gc = new GroupCommit(c.sql)
+  const old = row(rich, 10)
+  await gc.create(old)
+  const at = new Date()
+  const got = await Promise.allSettled([
+    gc.create(row(poor, 10)), gc.create(row(poor, 10)), gc.complete({ row: old, resultUrl: 'https://files.example/p', at }), gc.create(row(rich, 10)),
+  ])
+  t.same(got.map(g => g.status), ['fulfilled', 'rejected', 'fulfilled', 'fulfilled'], 'the second creation of the poor account is refused')
+  t.ok((got[1] as PromiseRejectedResult).reason instanceof ChargeRefused)
+  t.equal((got[0] as PromiseFulfilledResult<{ credits: number }>).value.credits, 5, 'its first, retried alone, is charged')
+  t.equal((got[2] as PromiseFulfilledResult<boolean>).value, true)
+  t.same(await state(poor), { credits: 5, used: 0, sum: 5, jobs: 1 })
+  t.same(await state(rich), { credits: 980, used: 0, sum: 980, jobs: 2 })
+  t.equal(c.begins(), 2, 'a transaction each for the two creations retried alone, none for the batch')
+})
+
+t.test('a mixed batch whose statement fails: every item retried alone, only the bad one fails', async (t) => {
+  const a = await account(1000)
+  const gc = new GroupCommit(sql)
+  const old = row(a, 10)
+  await gc.create(old)
+  const dup = row(a, 10, { id: old.id }) // a second job with the same id: the statement's INSERT fails
+  const at = new Date()
+  const fine = row(a, 10)
+  const got = await Promise.allSettled([
+    gc.create(fine), gc.create(dup), gc.transition({ id: old.id, status: 'processing', progress: 50, at }),
+  ])
+  t.same(got.map(g => g.status), ['fulfilled', 'rejected', 'fulfilled'])
+  t.equal(gc.stats.fallbacks, 1)
+  t.same(await state(a), { credits: 980, used: 0, sum: 980, jobs: 2 }, 'nothing of the failed creation was written')
+  const [j] = await sql<{ status: string; progress: number }[]>`SELECT status, progress FROM jobs WHERE id = ${old.id}`
+  t.same([j.status, j.progress], ['processing', 50])
 })

@@ -204,7 +204,10 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     nodeId, tickets: new Tickets(jwtSecret),
     metrics, version: await readVersion()
   }
-  const delivery = new DeliveryPool({ databaseUrl, config, version: services.version, onLog: (level, msg) => log[level](msg) }) // webhooks (DESIGN.md 2)
+  // webhooks (DESIGN.md 2)
+  const delivery = new DeliveryPool({
+    databaseUrl, config, version: services.version, maxWorkers: config.webhookWorkers, onLog: (level, msg) => log[level](msg),
+  })
   await delivery.ready()
   trackSize('job_cache', () => jobs.size)
   trackSize('job_cache_bytes', () => jobs.bytes)

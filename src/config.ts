@@ -31,6 +31,11 @@ export interface Config {
   simSpeed: number
   moderationTerms: string[]
   webhookAllowlist: string[]
+  /**
+   * WEBHOOK_WORKERS: delivery worker threads at most (one always runs, more start while the
+   * backlog is deep); default half the cores, at least 1 (docs/decisions.md "Delivery workers").
+   */
+  webhookWorkers: number
   /** WEBHOOK_RETRY_SCALE: multiplies the webhook retry schedule (DESIGN.md 7); default 1, tests use 0.001. */
   webhookRetryScale: number
   logLevel: string
@@ -143,6 +148,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, overrides: Par
     simSpeed: int('SIM_SPEED', env.SIM_SPEED, 1, 0.001),
     moderationTerms: list(env.MODERATION_TERMS).map(s => s.toLowerCase()),
     webhookAllowlist: list(env.WEBHOOK_ALLOWLIST).map(s => s.toLowerCase()),
+    webhookWorkers: Math.floor(int('WEBHOOK_WORKERS', env.WEBHOOK_WORKERS, Math.max(1, Math.floor(availableParallelism() / 2)), 1)),
     webhookRetryScale: int('WEBHOOK_RETRY_SCALE', env.WEBHOOK_RETRY_SCALE, 1, 0),
     logLevel: env.LOG_LEVEL || 'info',
     dataDir: resolve(env.DATA_DIR || './data'),

@@ -10,7 +10,7 @@ export interface DeliveryPoolOptions {
   config: Config
   version: string
   onLog?: (level: 'warn' | 'error', msg: string) => void
-  /** Most delivery workers at once (default: the number of cores, at least 2). */
+  /** Most delivery workers at once (default: half the cores, at least 1; config WEBHOOK_WORKERS). */
   maxWorkers?: number
   /** An extra worker is stopped after the backlog has been shallow this long (ms). */
   idleRetireMs?: number
@@ -55,7 +55,7 @@ export class DeliveryPool {
   private readonly statsWaiters = new Map<number, (s: StatsSnapshot | null) => void>()
 
   constructor (private readonly opts: DeliveryPoolOptions) {
-    this.maxWorkers = Math.max(1, opts.maxWorkers ?? Math.max(2, availableParallelism()))
+    this.maxWorkers = Math.max(1, opts.maxWorkers ?? Math.max(1, Math.floor(availableParallelism() / 2)))
     this.idleRetireMs = opts.idleRetireMs ?? 10_000
     this.primary = this.spawn(true)
     this.retireTimer = setInterval(() => this.retire(), Math.max(100, Math.min(5000, this.idleRetireMs / 2)))

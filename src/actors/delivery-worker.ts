@@ -1,7 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import type { Logger } from 'pino'
 import { createLogger } from '../log.js'
-import { Agent, type Dispatcher } from 'undici'
 import type { Config } from '../config.js'
 import { connect, containDriverFaults, isDbUnavailable, type Sql } from '../db/connect.js'
 import { claimDueDeliveries, disableDelivery, recordAttempt, recordAttempts, releaseClaims, type ClaimedDelivery } from '../db/webhooks.js'
@@ -10,6 +9,7 @@ import {
   DELIVERY_TIMEOUT_MS, deliveryHeaderList, describeError, guardedConnector, outcomeOf, type AttemptResult,
 } from './delivery.js'
 import { Sender } from './delivery-send.js'
+import type { Connector } from './h1-client.js'
 import { GroupCommit } from './group-commit.js'
 import { observeDelivery, snapshotStats, type StatsSnapshot } from '../worker-stats.js'
 
@@ -29,14 +29,8 @@ export type DeliveryReport = { type: 'ready' } | { type: 'stopped' } | { type: '
 
 /** Rows claimed per query; a full batch means more are due, so the loop claims again at once. */
 const BATCH = 200
-/** Requests in flight at once. */
+/** Requests in flight at once: all on the wire to one origin (MAX_CONNECTIONS x PIPELINING, src/actors/h1-client.ts). */
 const MAX_IN_FLIGHT = 64
-/**
- * Requests sent ahead on one kept-alive connection (HTTP/1.1 pipelining): with 16 connections
- * per origin, all MAX_IN_FLIGHT requests are on the wire instead of 48 waiting in undici's
- * queue (docs/decisions.md "HTTP/1.1 pipelining").
- */
-const PIPELINING = 4
 /** Claimed rows held at most (in flight + waiting): all of them finish well inside the lease. */
 const MAX_HELD = 256
 /** Idle poll: catches retries coming due and rows of nodes whose NOTIFY we missed. */
@@ -44,7 +38,7 @@ const POLL_MS = 250
 
 /**
  * The delivery loop (DESIGN.md 2 and 4): claims due outbox rows with a lease, POSTs them through
- * the SSRF-guarded agent, records every attempt, and reschedules failures. Wakes on NOTIFY
+ * the SSRF-guarded connector (src/actors/h1-client.ts), records every attempt, and reschedules failures. Wakes on NOTIFY
  * webhook_deliveries (sql/0005), on a full batch, on a retry coming due, and every POLL_MS.
  * At-least-once: a row is marked delivered only after a 2xx is recorded; if the process dies
  * first, the lease expires and any node sends it again with the same X-Service-Delivery.
@@ -73,7 +67,7 @@ class DeliveryLoop {
   constructor (
     private readonly sql: Sql,
     private readonly commit: GroupCommit,
-    agent: Dispatcher,
+    connector: Connector,
     private readonly cfg: { allowlist: readonly string[]; scale: number; userAgent: string; leaseSeconds: number },
     private readonly log: Logger,
     private readonly report: (m: DeliveryReport) => void = () => {},
@@ -86,7 +80,7 @@ class DeliveryLoop {
       // Retried while well inside the claim's lease: past it another worker may send it again anyway.
       retryForMs: cfg.leaseSeconds * 1000 / 2,
     })
-    this.sender = new Sender(agent, cfg.allowlist)
+    this.sender = new Sender(connector, cfg.allowlist)
     // One timer for every request's deadline (DELIVERY_TIMEOUT_MS, checked each second).
     this.sweep = setInterval(() => this.sender.sweep(), 1000)
     this.sweep.unref()
@@ -230,7 +224,7 @@ class DeliveryLoop {
       ])
       clearTimeout(timer)
     }
-    this.sender.abortAll(new Error('delivery worker stopping'))
+    this.sender.close(new Error('delivery worker stopping'))
     await this.commit.idle()
     await this.attempts.idle()
     // What is still held was abandoned mid-request or failed to record: hand it back.
@@ -245,14 +239,8 @@ const config = init.config
 const log = createLogger(config.logLevel, { base: { worker: 'delivery' }, secrets: [config.adminToken ?? '', config.jwtSecret ?? '', config.metricsToken ?? ''] })
 containDriverFaults((msg, err) => log.error({ err }, msg)) // issue 15: an outage never kills the worker
 const sql = connect(init.databaseUrl, { max: 3, stallMs: init.config.dbStallTimeoutMs })
-const agent = new Agent({
-  connect: guardedConnector({ allowlist: config.webhookAllowlist, timeoutMs: DELIVERY_TIMEOUT_MS }),
-  headersTimeout: DELIVERY_TIMEOUT_MS,
-  bodyTimeout: DELIVERY_TIMEOUT_MS,
-  connections: 16,
-  pipelining: PIPELINING,
-})
-const loop = new DeliveryLoop(sql, new GroupCommit(sql), agent, {
+const connector = guardedConnector({ allowlist: config.webhookAllowlist, timeoutMs: DELIVERY_TIMEOUT_MS })
+const loop = new DeliveryLoop(sql, new GroupCommit(sql), connector, {
   allowlist: config.webhookAllowlist,
   scale: config.webhookRetryScale,
   userAgent: `genjobs-webhooks/${init.version}`,
@@ -271,7 +259,6 @@ parentPort!.on('message', (m: DeliveryCommand) => {
       try {
         await loop.stop(m.graceMs)
         await listener?.unlisten().catch(() => {})
-        await agent.destroy().catch(() => {})
         await sql.end({ timeout: 2 })
       } catch (err) {
         log.error({ err }, 'delivery worker stop failed')

@@ -2,9 +2,12 @@
 // framed by Content-Length, chunked or the close, split into single bytes; 1xx before the final
 // answer; pipelining within the per-origin cap; requests resent once when a kept-alive socket
 // closes under them; timeouts; protocol garbage; a refused connection.
+import { readFileSync } from 'node:fs'
 import { createServer as createHttpServer } from 'node:http'
+import { createServer as createHttpsServer } from 'node:https'
 import { createServer, type Socket } from 'node:net'
 import t from 'tap'
+import { buildConnector } from 'undici'
 import { guardedConnector } from '../../src/actors/delivery.js'
 import { Sender, type SendResult } from '../../src/actors/delivery-send.js'
 import { HttpProtocolError, MAX_CONNECTIONS, PIPELINING } from '../../src/actors/h1-client.js'
@@ -209,4 +212,28 @@ t.test('close() ends every request in flight with its reason and closes the sock
   s.close(new Error('stopping'))
   for (const r of await Promise.all(p)) t.equal((r.cause as Error).message, 'stopping')
   t.equal(s.inFlight, 0)
+})
+
+t.test('over TLS: the same client on the socket the connector opened (a test CA; production uses the system store)', async (t) => {
+  const dir = new URL('../../../test/fixtures/tls/', import.meta.url)
+  const cert = readFileSync(new URL('cert.pem', dir))
+  const srv = createHttpsServer({ key: readFileSync(new URL('key.pem', dir)), cert }, (req, res) => {
+    let n = 0
+    req.on('data', (c: Buffer) => { n += c.length })
+    req.on('end', () => res.writeHead(n > 0 ? 201 : 400, { 'content-type': 'text/plain' }).end('ok'))
+  })
+  await new Promise<void>(resolve => srv.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>(resolve => { srv.closeAllConnections(); srv.close(() => resolve()) }))
+  const port = (srv.address() as { port: number }).port
+  const s = new Sender(buildConnector({ ca: cert, timeout: 2000 }), [`127.0.0.1:${port}`])
+  t.teardown(() => s.close(new Error('done')))
+  const d = s.destination(`https://127.0.0.1:${port}/hook`)
+  if ('error' in d) throw new Error(d.error)
+  const send = () => new Promise<SendResult>(resolve => s.send(d, ['content-type', 'application/json'], '{"tls":true}', resolve))
+  const results = await Promise.all(Array.from({ length: 20 }, send))
+  t.ok(results.every(r => r.statusCode === 201), JSON.stringify(results[0]))
+  const untrusted = new Sender(buildConnector({ timeout: 2000 }), [`127.0.0.1:${port}`])
+  const r = await new Promise<SendResult>(resolve => untrusted.send(d, [], '{}', resolve))
+  t.equal(r.statusCode, null, 'a certificate the store does not trust: no request')
+  t.match(String((r.cause as { code?: string }).code), /SELF_SIGNED|UNABLE_TO_VERIFY|DEPTH_ZERO/)
 })

@@ -2,7 +2,7 @@
  * The webhook POST client (issue 13): HTTP/1.1 written for the one request the delivery pool
  * sends, over the SSRF-guarded connector (src/actors/delivery.ts `guardedConnector`). A request
  * is one string (head and body) written with one `write`; an answer is parsed in place (status
- * line, four headers, a Content-Length, chunked or until-close body) with no object per header
+ * line, five headers, a Content-Length, chunked or until-close body) with no object per header
  * and no stream, promise or timer per request. Measured against undici's `dispatch` on the same
  * receiver: 41 against 64 µs of client CPU per POST (docs/decisions.md "Webhook HTTP client").
  *
@@ -110,6 +110,8 @@ export class Conn {
   /** It has completed an answer: a request that got none when it closed may be resent. */
   reused = false
   idleSince = 0
+  /** Closed when idle this long: IDLE_MS, or less when the receiver's Keep-Alive header says so. */
+  idleMs = IDLE_MS
   private state = State.Head
   private partial: Buffer | null = null
   private remaining = 0
@@ -232,6 +234,11 @@ export class Conn {
           length = Number(value)
         } else if (name === 'transfer-encoding') chunked = /(?:^|,)\s*chunked\s*$/i.test(value)
         else if (name === 'connection') connection = value.toLowerCase()
+        else if (name === 'keep-alive') {
+          // `timeout=N`: the receiver closes an idle socket after N s; give it up a second before.
+          const m = /timeout\s*=\s*(\d+)/i.exec(value)
+          if (m !== null) this.idleMs = Math.min(IDLE_MS, Math.max(0, Number(m[1]) * 1000 - 1000))
+        }
         else if (name === 'location') location = value
       }
     }
@@ -338,9 +345,9 @@ export class Origin {
     conn.destroy(reason)
   }
 
-  /** Closes sockets idle longer than IDLE_MS. */
+  /** Closes sockets idle longer than their idleMs. */
   sweep (now: number): void {
-    for (const c of [...this.conns]) if (c.pending.length === 0 && c.socket !== null && now - c.idleSince > IDLE_MS) c.destroy()
+    for (const c of [...this.conns]) if (c.pending.length === 0 && c.socket !== null && now - c.idleSince > c.idleMs) c.destroy()
   }
 
   get idle (): boolean { return this.conns.length === 0 && this.queue.length === 0 }

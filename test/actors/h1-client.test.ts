@@ -138,19 +138,18 @@ t.test('Connection: close with requests pipelined behind it: those are sent agai
 
 t.test('a kept-alive socket the receiver closed while idle: the next request goes out again on a new one', async (t) => {
   const srv = await rawServer(r => {
+    // The receiver's keep-alive timeout racing the client's third request: a reset, no answer.
+    if (r.index === 2) { r.socket.resetAndDestroy(); return }
     r.socket.write('HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n')
-    // The receiver's keep-alive timeout, racing the client's next request: a reset without an answer.
-    if (r.index === 1) r.socket.resetAndDestroy()
   })
   t.teardown(srv.close)
   const s = sender(srv.port)
   t.teardown(() => s.close(new Error('done')))
   t.same(await post(s, srv.port), { statusCode: 200, error: null })
-  const seen = srv.requests.length
   t.same(await post(s, srv.port), { statusCode: 200, error: null })
-  t.equal(srv.requests.length, seen + 1)
-  t.same(await post(s, srv.port), { statusCode: 200, error: null }, 'a request that found the socket closed is sent once more')
-  t.ok(srv.sockets >= 2)
+  t.same(await post(s, srv.port), { statusCode: 200, error: null }, 'the request that found the socket reset is sent once more')
+  t.equal(srv.requests.length, 4, 'three requests, one of them sent twice')
+  t.equal(srv.sockets, 2)
 })
 
 t.test('a request that never gets an answer times out; the one behind it on the socket is sent again', async (t) => {
@@ -236,4 +235,15 @@ t.test('over TLS: the same client on the socket the connector opened (a test CA;
   const r = await new Promise<SendResult>(resolve => untrusted.send(d, [], '{}', resolve))
   t.equal(r.statusCode, null, 'a certificate the store does not trust: no request')
   t.match(String((r.cause as { code?: string }).code), /SELF_SIGNED|UNABLE_TO_VERIFY|DEPTH_ZERO/)
+})
+
+t.test('Keep-Alive: timeout=N from the receiver: an idle socket is given up a second before it', async (t) => {
+  const srv = await rawServer(r => r.socket.write('HTTP/1.1 200 OK\r\nKeep-Alive: timeout=1\r\ncontent-length: 0\r\n\r\n'))
+  t.teardown(srv.close)
+  const s = sender(srv.port)
+  t.teardown(() => s.close(new Error('done')))
+  t.same(await post(s, srv.port), { statusCode: 200, error: null })
+  s.sweep() // idle for less than a millisecond, past timeout=1 less a second
+  t.same(await post(s, srv.port), { statusCode: 200, error: null })
+  t.equal(srv.sockets, 2, 'the idle socket was closed by the sweep, the next request opened another')
 })

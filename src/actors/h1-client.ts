@@ -7,8 +7,8 @@
  * receiver: 41 against 64 µs of client CPU per POST (docs/decisions.md "Webhook HTTP client").
  *
  * Per origin at most MAX_CONNECTIONS sockets, each with at most PIPELINING requests written
- * ahead (HTTP/1.1 pipelining, docs/decisions.md "HTTP/1.1 pipelining"); an idle socket is used
- * first, then a new one, then the least loaded. A request that got no byte of its answer when
+ * ahead (HTTP/1.1 pipelining, docs/decisions.md "HTTP/1.1 pipelining") once it has answered one
+ * and stayed open; an idle socket is used first, then a new one, then the least loaded. A request that got no byte of its answer when
  * its socket closed is sent once more on another socket if the socket had answered before or
  * the request was queued behind another (a kept-alive socket the receiver closed, a
  * `Connection: close` answer, a request behind one that timed out); the receiver dedupes on
@@ -107,7 +107,12 @@ export class Conn {
   closed = false
   /** destroy() was called: no more reads, writes or new requests. */
   private dead = false
-  /** It has completed an answer: a request that got none when it closed may be resent. */
+  /**
+   * It has completed an answer that kept it open: requests may be pipelined on it, and one
+   * that got no answer when it closed may be resent. Until then it carries one request: a
+   * receiver answering `Connection: close` may already have read and acted on requests
+   * pipelined behind (Node's http server does), and resending those would deliver them twice.
+   */
   reused = false
   idleSince = 0
   /** Closed when idle this long: IDLE_MS, or less when the receiver's Keep-Alive header says so. */
@@ -255,9 +260,11 @@ export class Conn {
   private complete (post: Post): void {
     this.pending.shift()
     this.state = State.Head
-    this.reused = true
+    // Before the caller hears of it: its callback may send the next request at once, which
+    // must not land on a socket the receiver is closing.
+    if (!this.keepAlive) { this.origin.pipelining = 1; this.destroy() } else this.reused = true
     post.finish()
-    if (!this.keepAlive) { this.origin.pipelining = 1; this.destroy(); return }
+    if (this.dead) return
     if (this.pending.length === 0) this.idleSince = performance.now()
     this.origin.pump()
   }
@@ -318,7 +325,8 @@ export class Origin {
     while (this.queue.length > 0) {
       let best: Conn | null = null
       for (const c of this.conns) {
-        if (c.pending.length < this.pipelining && (best === null || c.pending.length < best.pending.length)) best = c
+        const room = c.reused ? this.pipelining : 1
+        if (c.pending.length < room && (best === null || c.pending.length < best.pending.length)) best = c
       }
       if ((best === null || best.pending.length > 0) && this.conns.length < MAX_CONNECTIONS) best = this.open()
       if (best === null) return

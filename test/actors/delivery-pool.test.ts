@@ -3,6 +3,7 @@
 // once (workers claim with a lease and SKIP LOCKED); attempts are recorded in multi-row
 // statements (recordAttempts) with the same effect per row as recordAttempt.
 import { randomBytes } from 'node:crypto'
+import { createServer } from 'node:http'
 import postgres from 'postgres'
 import t from 'tap'
 import { DeliveryPool } from '../../src/actors/delivery-pool.js'
@@ -22,6 +23,10 @@ const sql = postgres(s.databaseUrl, { max: 4 })
 t.teardown(() => sql.end({ timeout: 5 }))
 
 async function enqueue (n: number, path: string, secret: string, webhookId: number | null = null): Promise<string[]> {
+  return enqueueTo(n, rx.url(path), secret, webhookId)
+}
+
+async function enqueueTo (n: number, url: string, secret: string, webhookId: number | null = null): Promise<string[]> {
   const rows = Array.from({ length: n }, (_, i) => ({
     id: `dlv_${randomBytes(12).toString('base64url')}`,
     event_id: `evt_t${i}`,
@@ -29,7 +34,7 @@ async function enqueue (n: number, path: string, secret: string, webhookId: numb
     webhook_id: webhookId,
     job_id: job.body.id,
     event: 'job.completed',
-    url: rx.url(path),
+    url,
     secret,
     body: JSON.stringify({ id: `evt_t${i}`, type: 'job.completed', data: { n: i } }),
   }))
@@ -167,4 +172,41 @@ t.test('close drains: requests in flight finish and are recorded, claimed rows n
     : !(r.status === 'pending' && r.claimed_until === null && r.attempts === 0))
   t.same(wrong, [], 'each sent row is recorded delivered; each unsent row is pending and unclaimed')
   t.ok(sent.size >= 10 && sent.size < N, `${sent.size} sent before the close, the rest handed back`)
+})
+
+t.test('a receiver that closes every connection after answering: every delivery arrives once, first attempt, HTTP 200', async (t) => {
+  const N = 400
+  const seen = new Map<string, number>()
+  let connections = 0
+  const closer = createServer((req, res) => {
+    req.resume()
+    req.on('end', () => {
+      const id = String(req.headers['x-service-delivery'])
+      seen.set(id, (seen.get(id) ?? 0) + 1)
+      res.writeHead(200, { connection: 'close', 'content-type': 'text/plain' }).end('ok')
+    })
+  })
+  closer.on('connection', () => { connections++ })
+  await new Promise<void>(resolve => closer.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>(resolve => { closer.closeAllConnections(); closer.close(() => resolve()) }))
+  const port = (closer.address() as { port: number }).port
+  const ids = (await enqueueTo(N, `http://127.0.0.1:${port}/closing`, 'closing-secret-0123456789'))
+  const config = { ...s.config, webhookAllowlist: [...s.config.webhookAllowlist, `127.0.0.1:${port}`] }
+  const pool = new DeliveryPool({ databaseUrl: s.databaseUrl, config, version: 'test', maxWorkers: 1 })
+  t.teardown(() => pool.close())
+  await pool.ready()
+  const deadline = Date.now() + 60_000
+  for (;;) {
+    const [{ n }] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'delivered' AND id = ANY(${ids}::text[])`
+    if (n === N) break
+    if (Date.now() > deadline) throw new Error(`only ${n} of ${N} delivered`)
+    await new Promise(resolve => setTimeout(resolve, 50))
+  }
+  t.equal(seen.size, N, 'none lost')
+  t.same([...seen.values()].filter(c => c > 1), [], 'none received twice')
+  t.ok(connections >= N, `one connection per delivery (${connections})`)
+  const [a] = await sql<{ rows: number; bad: number }[]>`
+    SELECT count(*)::int AS rows, count(*) FILTER (WHERE status_code <> 200 OR attempt <> 1)::int AS bad
+    FROM webhook_attempts WHERE delivery_id = ANY(${ids}::text[])`
+  t.same(a, { rows: N, bad: 0 }, 'one attempt per delivery, none failed by the closing connections')
 })

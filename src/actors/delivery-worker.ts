@@ -9,7 +9,7 @@ import {
   DELIVERY_TIMEOUT_MS, deliveryHeaderList, describeError, guardedConnector, outcomeOf, type AttemptResult,
 } from './delivery.js'
 import { Sender } from './delivery-send.js'
-import type { Connector } from './h1-client.js'
+import { MAX_CONNECTIONS, PIPELINING, type Connector } from './h1-client.js'
 import { GroupCommit } from './group-commit.js'
 import { observeDelivery, snapshotStats, type StatsSnapshot } from '../worker-stats.js'
 
@@ -29,8 +29,8 @@ export type DeliveryReport = { type: 'ready' } | { type: 'stopped' } | { type: '
 
 /** Rows claimed per query; a full batch means more are due, so the loop claims again at once. */
 const BATCH = 200
-/** Requests in flight at once: all on the wire to one origin (MAX_CONNECTIONS x PIPELINING, src/actors/h1-client.ts). */
-const MAX_IN_FLIGHT = 64
+/** Requests in flight at once: as many as one origin's sockets take (src/actors/h1-client.ts). */
+const MAX_IN_FLIGHT = MAX_CONNECTIONS * PIPELINING
 /** Claimed rows held at most (in flight + waiting): all of them finish well inside the lease. */
 const MAX_HELD = 256
 /** Idle poll: catches retries coming due and rows of nodes whose NOTIFY we missed. */

@@ -8,11 +8,11 @@
  *
  * Per origin at most MAX_CONNECTIONS sockets, each with at most PIPELINING requests written
  * ahead (HTTP/1.1 pipelining, docs/decisions.md "HTTP/1.1 pipelining") once it has answered one
- * and stayed open; an idle socket is used first, then a new one, then the least loaded. A request that got no byte of its answer when
- * its socket closed is sent once more on another socket if the socket had answered before or
- * the request was queued behind another (a kept-alive socket the receiver closed, a
- * `Connection: close` answer, a request behind one that timed out); the receiver dedupes on
- * X-Service-Delivery (SPEC.md 6.1).
+ * and stayed open; an idle socket is used first, then a new one, then the least loaded. A
+ * request that got no byte of its answer when its socket closed is sent again on another
+ * socket: always when it was queued behind another request, once when it was first on a
+ * socket that had answered before (the receiver closed it as we wrote); the receiver dedupes
+ * on X-Service-Delivery (SPEC.md 6.1).
  */
 import type { Socket } from 'node:net'
 import type { buildConnector } from 'undici'

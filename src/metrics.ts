@@ -58,6 +58,9 @@ export interface MetricSources {
 const HTTP_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10]
 const NON_TERMINAL = ['queued', 'submitted', 'processing']
 
+/** Requests answered with one (route, method, status), and that route's latency histogram (seconds). */
+export interface RequestCell { n: number; readonly hist: Hist }
+
 /**
  * The main thread's Prometheus registry (DESIGN.md 7 "Metrics", issue 14). The request hook is
  * one call per answered request; its cells are plain counters in nested maps keyed by route
@@ -70,7 +73,7 @@ export class Metrics {
   private readonly refusalCells = new Map<string, { n: number }>()
   private readonly finished: Counter<'status'>
   /** Request counts by route pattern, method and status: plain cells, no label hashing per request. */
-  private readonly reqCells = new Map<string, Map<string, Map<number, { n: number }>>>()
+  private readonly reqCells = new Map<string, Map<string, Map<number, RequestCell>>>()
   /** Request latency (seconds) by route pattern. */
   private readonly durations = new Map<string, Hist>()
   private sources: MetricSources | null = null
@@ -175,16 +178,29 @@ export class Metrics {
 
   /** The request hook (src/http/server.ts): one call per answered request. */
   request (route: string, method: string, status: number, ms: number): void {
+    const c = this.requestCell(route, method, status)
+    c.n++
+    c.hist.observe(ms / 1000)
+  }
+
+  /**
+   * The counter of (route, method, status) with its route's latency histogram, for a caller
+   * that answers the same triple over and over (the fast paths keep it per compiled route):
+   * counting is then `n++` and one observe, with no map lookup per request.
+   */
+  requestCell (route: string, method: string, status: number): RequestCell {
     let byMethod = this.reqCells.get(route)
     if (byMethod === undefined) { byMethod = new Map(); this.reqCells.set(route, byMethod) }
     let byStatus = byMethod.get(method)
     if (byStatus === undefined) { byStatus = new Map(); byMethod.set(method, byStatus) }
     let c = byStatus.get(status)
-    if (c === undefined) { c = { n: 0 }; byStatus.set(status, c) }
-    c.n++
-    let d = this.durations.get(route)
-    if (d === undefined) { d = new Hist(HTTP_BUCKETS); this.durations.set(route, d) }
-    d.observe(ms / 1000)
+    if (c === undefined) {
+      let d = this.durations.get(route)
+      if (d === undefined) { d = new Hist(HTTP_BUCKETS); this.durations.set(route, d) }
+      c = { n: 0, hist: d }
+      byStatus.set(status, c)
+    }
+    return c
   }
 
   /** A 429 refusal, by its error code. */

@@ -17,6 +17,8 @@ export interface KeyRecord {
   revoked: boolean
   /** The Caller of this key, built once per tier (fast path, issue 13). */
   caller?: Caller
+  /** The second of the last use the fast path recorded in `lastUsed`. */
+  usedSec?: number
 }
 
 /** Account flags the front end needs per request (the balance lives in the AccountActor). */
@@ -228,7 +230,9 @@ export class Authenticator {
     if (acct === null || acct.banned) return undefined
     if (route.scope !== undefined && !rec.scopes.includes(route.scope)) return undefined
     if (!memo) this.hashes.set(key, hash)
-    this.lastUsed.set(rec.id, now)
+    // last_used_at to the second: the map is written once per key and second, not per request.
+    const sec = Math.floor(now / 1000)
+    if (rec.usedSec !== sec) { rec.usedSec = sec; this.lastUsed.set(rec.id, now) }
     const tier = tierOf(acct)
     let caller = rec.caller
     if (caller === undefined || caller.tier !== tier) caller = rec.caller = { kind: 'key', accountId: rec.accountId, keyId: rec.id, tier, scopes: rec.scopes, bucket: `k${rec.id}` }

@@ -100,6 +100,8 @@ t.test('counters move by exactly the traffic sent', async t => {
   t.equal(rej.status, 502)
   // Five reads of one job, three unmatched paths.
   for (let i = 0; i < 5; i++) t.equal((await s.req('GET', `/v1/jobs/${ids[0]}`, { key: u.key })).status, 200)
+  // Two HEADs of it: their own series, the route's one latency histogram.
+  for (let i = 0; i < 2; i++) t.equal((await s.req('HEAD', `/v1/jobs/${ids[0]}`, { key: u.key })).status, 200)
   for (let i = 0; i < 3; i++) t.equal((await s.req('GET', `/nope/${i}`)).status, 404)
   // Session tier here: 3 requests a minute, so 2 of 5 are refused.
   const codes: number[] = []
@@ -133,8 +135,9 @@ t.test('counters move by exactly the traffic sent', async t => {
   t.equal(diff(after, 'genjobs_http_requests_total{route="unmatched",method="GET",status="404"}'), 3, 'unmatched paths share one series')
   t.equal(diff(after, 'genjobs_http_requests_total{route="/v1/credits",method="GET",status="429"}'), 2)
   t.equal(diff(after, 'genjobs_refusals_total{reason="RATE_LIMIT_EXCEEDED"}'), 2, 'two rate-limit refusals')
-  t.equal(diff(after, 'genjobs_http_request_duration_seconds_count{route="/v1/jobs/:id"}'), 5, 'the latency histogram saw the five reads')
-  t.equal(diff(after, 'genjobs_http_request_duration_seconds_bucket{route="/v1/jobs/:id",le="+Inf"}'), 5)
+  t.equal(diff(after, 'genjobs_http_requests_total{route="/v1/jobs/:id",method="HEAD",status="200"}'), 2, 'two HEADs')
+  t.equal(diff(after, 'genjobs_http_request_duration_seconds_count{route="/v1/jobs/:id"}'), 7, 'the latency histogram saw the seven reads')
+  t.equal(diff(after, 'genjobs_http_request_duration_seconds_bucket{route="/v1/jobs/:id",le="+Inf"}'), 7)
   t.equal(diff(delivered, 'genjobs_webhook_deliveries_total{outcome="retry"}'), 1, 'the failed first attempt counts as a retry')
   t.equal(diff(after, 'genjobs_webhook_deliveries_total{outcome="delivered"}'), 3, 'three deliveries succeeded')
   t.equal(diff(after, 'genjobs_provider_seconds_count{provider="simulated"}'), 4, 'four provider submissions timed')

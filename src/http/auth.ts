@@ -197,7 +197,7 @@ export class Authenticator {
     return row
       ? {
         id: row.id, accountId: row.account_id, scopes: row.scopes as Scope[], expiresAt: row.expires_at ? row.expires_at.getTime() : null,
-        revoked: row.revoked_at !== null
+        revoked: row.revoked_at !== null, caller: undefined, usedSec: -1 // every field set here: one hidden class for all records
       }
       : null
   }

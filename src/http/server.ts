@@ -144,6 +144,10 @@ export class HttpServer {
       epHead: endpoints.id('HEAD', route.path),
       epUrl: -1,
       urlPrefix: '',
+      // Set here, filled on first use: every compiled route keeps one hidden class.
+      constant: undefined,
+      okGet: undefined,
+      okHead: undefined,
     }
     const last = c.paramNames.length === 1 ? `:${c.paramNames[0]}` : ''
     if (route.meterTail !== undefined && last !== '' && route.path.endsWith(last)) {

@@ -373,10 +373,6 @@ export async function insertBatch (tx: Q, accountId: number, key: string, hash: 
   await tx`INSERT INTO batches (account_id, idempotency_key, request_hash, response) VALUES (${accountId}, ${key}, ${hash}, ${tx.json(response as any)}) ON CONFLICT DO NOTHING`
 }
 
-export async function setFreeVideosUsed (tx: Q, accountId: number, delta: number): Promise<void> {
-  await tx`UPDATE accounts SET free_videos_used = greatest(0, free_videos_used + ${delta}) WHERE id = ${accountId}`
-}
-
 /** Non-terminal jobs per status (GET /metrics). */
 export async function activeJobsByStatus (sql: Q): Promise<Array<{ status: string; n: number }>> {
   return sql<{ status: string; n: number }[]>`SELECT status, count(*)::int AS n FROM jobs WHERE status IN ('queued', 'submitted', 'processing') GROUP BY status`

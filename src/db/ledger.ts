@@ -1,7 +1,6 @@
 import type { Q } from './connect.js'
-import { applyCredit } from './accounts.js'
 import {
-  chargeAndInsertJob, creationCtes, creationParamCount, creationParams, finishJob, setFreeVideosUsed, insertImage, insertVideo, transitionCte, transitionParams,
+  chargeAndInsertJob, creationCtes, creationParamCount, creationParams, finishJob, insertImage, insertVideo, transitionCte, transitionParams,
   videoIdOfJob, type NewJob, type Transition,
 } from './jobs.js'
 import { enqueueJobEvent, eventBody } from './outbox.js'
@@ -94,28 +93,79 @@ export async function completeJob (tx: Q, r: JobRow, resultUrl: string, at: Date
   return true
 }
 
+/** The outbox row id as src/db/outbox.ts draws it ('dlv_' + 16 base64url characters): 12 random bytes of two random UUIDs. */
+const DELIVERY_ID = `'dlv_' || translate(encode(substring(uuid_send(gen_random_uuid()) FROM 1 FOR 6) || substring(uuid_send(gen_random_uuid()) FROM 11 FOR 6), 'base64'), '+/', '-_')`
+
+/**
+ * endJob's one statement: the job made terminal (only from a non-terminal state), its upstream
+ * events, a failure's outbox rows (registered webhooks subscribed to job.failed, and the job's
+ * own webhook), the refund with its ledger entry and the free video given back (one UPDATE of
+ * the account: a statement may change a row once). $1 id, $2 status, $3 progress, $4 message,
+ * $5 policy flag, $6 refund, $7 time, $8 event id (NULL: no event), $9 event body, $10 free
+ * trial, $11 events (eventsJson, NULL for none), $12/$13 own webhook url/secret, $14 ledger note.
+ */
+const END_JOB = `WITH done AS (
+      UPDATE jobs SET status = $2::text, progress = $3::int, result_url = NULL, error_message = $4::text, content_policy_violation = $5::boolean,
+        credits_refunded = $6::int, updated_at = $7::timestamptz, completed_at = $7::timestamptz
+      WHERE id = $1::text AND status IN ('queued', 'submitted', 'processing')
+      RETURNING jobs.id, jobs.account_id, $11::text AS history
+    ), history AS (
+      ${insertEventsFrom('done d')}
+    ), outbox AS (
+      INSERT INTO webhook_deliveries (id, event_id, account_id, webhook_id, job_id, event, url, secret, body)
+      SELECT ${DELIVERY_ID}, $8::text, d.account_id, w.id, d.id, 'job.failed', w.url, w.secret, $9::text
+      FROM done d JOIN webhooks w ON w.account_id = d.account_id AND w.active AND w.deleted_at IS NULL AND 'job.failed' = ANY(w.events)
+      WHERE $8::text IS NOT NULL
+      UNION ALL
+      SELECT ${DELIVERY_ID}, $8::text, d.account_id, NULL, d.id, 'job.failed', $12::text, $13::text, $9::text
+      FROM done d WHERE $8::text IS NOT NULL AND $12::text IS NOT NULL
+    ), acct AS (
+      UPDATE accounts a SET credits = a.credits + $6::int,
+        free_videos_used = CASE WHEN $10::boolean THEN greatest(0, a.free_videos_used - 1) ELSE a.free_videos_used END,
+        updated_at = CASE WHEN $6::int > 0 THEN now() ELSE a.updated_at END
+      FROM done d WHERE a.id = d.account_id AND ($6::int > 0 OR $10::boolean)
+      RETURNING a.id, a.credits
+    ), entry AS (
+      INSERT INTO credit_entries (account_id, delta, kind, job_id, note)
+      SELECT acct.id, $6::int, 'refund', $1::text, $14::text FROM acct WHERE $6::int > 0
+    )
+    SELECT (SELECT count(*) FROM done)::int AS ended, (SELECT credits FROM acct) AS credits`
+
 /**
  * failed or cancelled: terminal state, outbox rows, full refund with its ledger entry, and the
- * free video given back. Returns the committed balance after the refund (null without one), or
- * false when the job already was terminal.
+ * free video given back, in one statement (END_JOB: one round trip where it took three to
+ * five). Returns the committed balance after the refund (null without one), or false when the
+ * job already was terminal.
  */
 export async function endJob<B extends { credits: number | null }> (
   tx: Q, r: JobRow, status: 'failed' | 'cancelled', message: string | null, policyViolation: boolean, at: Date, events: UpstreamEvent[] = [],
   refunded: (b: { credits: number | null }) => B = b => b as B
 ): Promise<B | false> {
   const refund = r.credits_charged
-  const ok = await finishJob(tx, r.id, {
-    status, progress: r.progress, result_url: null, error_message: message, content_policy_violation: policyViolation, credits_refunded: refund, at
-  })
-  if (!ok) return false
-  if (events.length) await appendEvents(tx, events)
-  const final: JobRow = {
-    ...r, status, error_message: message, content_policy_violation: policyViolation, credits_refunded: refund, updated_at: at, completed_at: at
+  // Cancelled jobs have no event (SPEC.md 6.1); a failure's body carries the final view.
+  let eventId: string | null = null
+  let body: string | null = null
+  if (status === 'failed') {
+    const final: JobRow = {
+      ...r, status, error_message: message, content_policy_violation: policyViolation, credits_refunded: refund, updated_at: at, completed_at: at
+    }
+    eventId = newEventId()
+    body = eventBody(eventId, 'job.failed', viewOf(final), at)
   }
-  await enqueueJobEvent(tx, r.account_id, viewOf(final), webhookOf(r), at)
-  const b = refunded({ credits: refund > 0 ? await applyCredit(tx, r.account_id, refund, 'refund', r.id, `${status} ${r.type} ${r.model}`) : null })
-  if (r.free_trial) await setFreeVideosUsed(tx, r.account_id, -1)
-  return b
+  const own = webhookOf(r)
+  const ownUrl = own.url !== null && own.secret !== null ? own.url : null
+  // Events of another job (none are passed today) would be written under this one's id.
+  const mine = events.every(e => e.job_id === r.id)
+  // Typed values: postgres.js serialises each by the parameter type PostgreSQL described (a
+  // string 'true' for a boolean would go as false).
+  const params: Array<string | number | boolean | Date | null> = [
+    r.id, status, r.progress, message, policyViolation, refund, at, eventId, body, r.free_trial,
+    mine && events.length > 0 ? eventsJson(events, at) : null, ownUrl, ownUrl !== null ? own.secret : null, `${status} ${r.type} ${r.model}`,
+  ]
+  const [row] = await tx.unsafe<Array<{ ended: number; credits: number | null }>>(END_JOB, params as never[], { prepare: true })
+  if (row.ended === 0) return false
+  if (!mine) await appendEvents(tx, events)
+  return refunded({ credits: refund > 0 && row.credits !== null ? Number(row.credits) : null })
 }
 
 /** One completion of a batch written together (completeJobs); `history` for routes that keep it. */
@@ -123,9 +173,6 @@ export interface Completion { row: JobRow; resultUrl: string; at: Date; history?
 
 const LATE_NOTE = 'upstream success after the job ended; no money moved'
 const INSERT_DONE_EVENTS = insertEventsFrom('done d')
-
-/** The outbox row id as src/db/outbox.ts draws it ('dlv_' + 16 base64url characters): 12 random bytes of two random UUIDs. */
-const DELIVERY_ID = `'dlv_' || translate(encode(substring(uuid_send(gen_random_uuid()) FROM 1 FOR 6) || substring(uuid_send(gen_random_uuid()) FROM 11 FOR 6), 'base64'), '+/', '-_')`
 
 /**
  * The CTEs of a batch's completions (writeBatch), from 9 array parameters after `offset`

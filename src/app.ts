@@ -7,7 +7,7 @@ import type { Logger } from 'pino'
 import { DeliveryPool } from './actors/delivery-pool.js'
 import { ShardPool } from './actors/shard-pool.js'
 import type { Config } from './config.js'
-import { connect, containDriverFaults, DbHealth, type Sql } from './db/connect.js'
+import { connect, containDriverFaults, DbHealth, ping, type Sql } from './db/connect.js'
 import { startEmbedded, type EmbeddedDb } from './db/embedded.js'
 import { migrate } from './db/migrate.js'
 import { Authenticator } from './http/auth.js'
@@ -195,7 +195,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   if (metering instanceof ThreadedMetering) metering.peers = (accountId) => frontPool?.flushMetering(accountId) ?? Promise.resolve()
   const storage = await createStorage(config)
   const probeSql = connect(databaseUrl, { max: 1, stallMs: config.dbStallTimeoutMs })
-  const dbHealth = new DbHealth(() => probeSql`SELECT 1`, 250, (up) => log.warn(up ? 'database reachable again' : 'database unreachable'))
+  const dbHealth = new DbHealth(() => ping(probeSql), 250, (up) => log.warn(up ? 'database reachable again' : 'database unreachable'))
   const providers = await Providers.load(config, storage, config.shards)
   const services: Services = {
     providers, config, sql, dbHealth, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, bus,

@@ -1,7 +1,7 @@
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads'
 import { createLogger } from '../log.js'
 import { ApiError } from '../errors.js'
-import { connect, containDriverFaults, DbHealth, dbUnavailable, isDbUnavailable } from '../db/connect.js'
+import { connect, containDriverFaults, DbHealth, dbUnavailable, isDbUnavailable, ping } from '../db/connect.js'
 import { claimJobs, heldJobs, LEASE_MS, renewShardLease, saveProgress } from '../db/jobs.js'
 import type { JobRow } from '../jobs/view.js'
 import { Providers } from '../providers/registry.js'
@@ -30,7 +30,7 @@ const sql = connect(init.databaseUrl, { max: 4, stallMs: config.dbStallTimeoutMs
 // Callers wait a bounded time: once the database is known to be away, every pending and new
 // message is answered 503 (its work runs on and settles when the database does).
 const probeSql = connect(init.databaseUrl, { max: 1, stallMs: config.dbStallTimeoutMs })
-const health = new DbHealth(() => probeSql`SELECT 1`, 250, (up) => log.warn(up ? 'database reachable again' : 'database unreachable'))
+const health = new DbHealth(() => ping(probeSql), 250, (up) => log.warn(up ? 'database reachable again' : 'database unreachable'))
 const commit = new GroupCommit(sql)
 const port = new BatchedPort(parentPort!)
 const storage = await createStorage(config)

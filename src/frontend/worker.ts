@@ -1,7 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { Redis } from 'ioredis'
 import { createLogger } from '../log.js'
-import { connect, DbHealth, isDbUnavailable, isDriverFault, type Sql } from '../db/connect.js'
+import { connect, DbHealth, isDbUnavailable, isDriverFault, ping, type Sql } from '../db/connect.js'
 import { Authenticator } from '../http/auth.js'
 import { buildOpenApi } from '../http/openapi.js'
 import { allRoutes } from '../http/routes/index.js'
@@ -51,7 +51,7 @@ const post = (m: ToMain): void => parentPort!.postMessage(m)
 const shards = new ShardClient(init.shards)
 const sql: Sql = connect(init.databaseUrl, { max: 4, stallMs: config.dbStallTimeoutMs })
 const probeSql = connect(init.databaseUrl, { max: 1, stallMs: config.dbStallTimeoutMs })
-const dbHealth = new DbHealth(() => probeSql`SELECT 1`, 250, (up) => log.warn(up ? 'database reachable again' : 'database unreachable'))
+const dbHealth = new DbHealth(() => ping(probeSql), 250, (up) => log.warn(up ? 'database reachable again' : 'database unreachable'))
 const jobs = new JobCache(config.jobCacheMb * 1024 * 1024)
 const sse = new SseHub(config.sseHeartbeatMs, new SharedStreamCounts(init.limits.streams))
 jobs.onUpdate((_a, view) => sse.publish(view))

@@ -44,7 +44,7 @@ async function routeStates (s: Services): Promise<Static<typeof Health>['provide
 interface Probe { last: { at: number; ok: boolean } | null; probing: Promise<boolean> | null }
 const probes = new WeakMap<Services, Probe>()
 
-/** `SELECT 1` with a 2 s budget; results are reused for 500 ms so a load balancer's probes stay cheap. */
+/** The database ping (src/db/connect.ts) with a 2 s budget; results are reused for 500 ms so a load balancer's probes stay cheap. */
 async function databaseUp (s: Services): Promise<boolean> {
   let p = probes.get(s)
   if (!p) { p = { last: null, probing: null }; probes.set(s, p) }

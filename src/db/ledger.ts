@@ -97,6 +97,22 @@ export async function completeJob (tx: Q, r: JobRow, resultUrl: string, at: Date
 const DELIVERY_ID = `'dlv_' || translate(encode(substring(uuid_send(gen_random_uuid()) FROM 1 FOR 6) || substring(uuid_send(gen_random_uuid()) FROM 11 FOR 6), 'base64'), '+/', '-_')`
 
 /**
+ * The outbox INSERT of a statement's terminal jobs: `from` names a relation with the job (`id`,
+ * `account_id`), its event (`event_id`, `body`; no rows when event_id is NULL) and its own
+ * webhook (`own_url`, `own_secret`; NULL for none). One row per active registered webhook of
+ * the account subscribed to `event`, plus one for the job's own webhook.
+ */
+function insertOutboxFrom (from: string, event: 'job.completed' | 'job.failed'): string {
+  return `INSERT INTO webhook_deliveries (id, event_id, account_id, webhook_id, job_id, event, url, secret, body)
+      SELECT ${DELIVERY_ID}, d.event_id, d.account_id, w.id, d.id, '${event}', w.url, w.secret, d.body
+      FROM ${from} JOIN webhooks w ON w.account_id = d.account_id AND w.active AND w.deleted_at IS NULL AND '${event}' = ANY(w.events)
+      WHERE d.event_id IS NOT NULL
+      UNION ALL
+      SELECT ${DELIVERY_ID}, d.event_id, d.account_id, NULL, d.id, '${event}', d.own_url, d.own_secret, d.body
+      FROM ${from} WHERE d.event_id IS NOT NULL AND d.own_url IS NOT NULL`
+}
+
+/**
  * endJob's one statement: the job made terminal (only from a non-terminal state), its upstream
  * events, a failure's outbox rows (registered webhooks subscribed to job.failed, and the job's
  * own webhook), the refund with its ledger entry and the free video given back (one UPDATE of
@@ -108,17 +124,11 @@ const END_JOB = `WITH done AS (
       UPDATE jobs SET status = $2::text, progress = $3::int, result_url = NULL, error_message = $4::text, content_policy_violation = $5::boolean,
         credits_refunded = $6::int, updated_at = $7::timestamptz, completed_at = $7::timestamptz
       WHERE id = $1::text AND status IN ('queued', 'submitted', 'processing')
-      RETURNING jobs.id, jobs.account_id, $11::text AS history
+      RETURNING jobs.id, jobs.account_id, $11::text AS history, $8::text AS event_id, $9::text AS body, $12::text AS own_url, $13::text AS own_secret
     ), history AS (
       ${insertEventsFrom('done d')}
     ), outbox AS (
-      INSERT INTO webhook_deliveries (id, event_id, account_id, webhook_id, job_id, event, url, secret, body)
-      SELECT ${DELIVERY_ID}, $8::text, d.account_id, w.id, d.id, 'job.failed', w.url, w.secret, $9::text
-      FROM done d JOIN webhooks w ON w.account_id = d.account_id AND w.active AND w.deleted_at IS NULL AND 'job.failed' = ANY(w.events)
-      WHERE $8::text IS NOT NULL
-      UNION ALL
-      SELECT ${DELIVERY_ID}, $8::text, d.account_id, NULL, d.id, 'job.failed', $12::text, $13::text, $9::text
-      FROM done d WHERE $8::text IS NOT NULL AND $12::text IS NOT NULL
+      ${insertOutboxFrom('done d', 'job.failed')}
     ), acct AS (
       UPDATE accounts a SET credits = a.credits + $6::int,
         free_videos_used = CASE WHEN $10::boolean THEN greatest(0, a.free_videos_used - 1) ELSE a.free_videos_used END,
@@ -207,12 +217,7 @@ function completionCtes (offset: number): string {
       FROM v JOIN jobs lj ON lj.id = v.id AND lj.status IN ('failed', 'cancelled')
       WHERE v.route IS NOT NULL AND NOT EXISTS (SELECT 1 FROM done WHERE done.id = v.id)
     ), outbox AS (
-      INSERT INTO webhook_deliveries (id, event_id, account_id, webhook_id, job_id, event, url, secret, body)
-      SELECT ${DELIVERY_ID}, d.event_id, d.account_id, w.id, d.id, 'job.completed', w.url, w.secret, d.body
-      FROM done d JOIN webhooks w ON w.account_id = d.account_id AND w.active AND w.deleted_at IS NULL AND 'job.completed' = ANY(w.events)
-      UNION ALL
-      SELECT ${DELIVERY_ID}, d.event_id, d.account_id, NULL, d.id, 'job.completed', d.own_url, d.own_secret, d.body
-      FROM done d WHERE d.own_url IS NOT NULL
+      ${insertOutboxFrom('done d', 'job.completed')}
     ), library AS (
       INSERT INTO images (account_id, job_id, prompt, model, model_id, image_url, created_at, completed_at)
       SELECT d.account_id, d.id, d.prompt, d.provider || '/' || d.model, d.model, d.url, d.created_at, d.at FROM done d WHERE d.type = 'image'

@@ -1,10 +1,12 @@
 import type { Logger } from 'pino'
 import { randomBytes } from 'node:crypto'
-import type { Sql } from './db/connect.js'
+import { within, type Sql } from './db/connect.js'
 import { EndpointTable, MeterColumns, pruneMetering, writeMeterBatch } from './db/metering.js'
 import { touchKeys } from './db/keys.js'
 
 const MAX_BUFFER = 200_000
+/** A flush's write not settled by then fails (and its rows are kept for the next flush). */
+const FLUSH_TIMEOUT_MS = 30_000
 /**
  * Rows that start a flush before the 1 s timer (issue 13): each flush has a fixed cost (the
  * transaction, the rollup of every (account, endpoint) pair it holds: ~1000 upserts under
@@ -88,7 +90,9 @@ export class Metering {
       // rows that were already written (double metering), nor a failed batch lose key uses.
       let written = true
       try {
-        await writeMeterBatch(this.sql, rows)
+        // Bounded: a write lost in the driver would stop this thread's metering for good (and hang
+        // /v1/usage/summary, which waits for it). Past 30 s its outcome is unknown; it is retried.
+        await within(writeMeterBatch(this.sql, rows), FLUSH_TIMEOUT_MS, 'metering flush')
       } catch (err) {
         written = false
         this.log.warn({ err: String(err), rows: rows.length }, 'metering flush failed; will retry')
@@ -105,7 +109,7 @@ export class Metering {
       rows.reset()
       this.spare = rows
       try {
-        await touchKeys(this.sql, used)
+        await within(touchKeys(this.sql, used), FLUSH_TIMEOUT_MS, 'last_used_at flush')
       } catch (err) {
         this.log.warn({ err: String(err), keys: used.length }, 'last_used_at flush failed; will retry')
         for (const [id, at] of used) if ((this.lastUsed.get(id) ?? 0) < at) this.lastUsed.set(id, at)

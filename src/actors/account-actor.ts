@@ -1,4 +1,5 @@
 import { ApiError } from '../errors.js'
+import { within } from '../db/connect.js'
 import { creditAccount, loadAccountView, recordViolation } from '../db/accounts.js'
 import { activeCountsByKey, findJobByIdempotencyKey, getJob } from '../db/jobs.js'
 import { newJobId } from '../jobs/id.js'
@@ -49,7 +50,7 @@ export class AccountActor {
   private async fetch (counts: boolean): Promise<AccountView> {
     // Balances stamped before this read are in it (or older than it): they no longer apply.
     const seq = this.deps.commit.stamped
-    const [v, c] = await Promise.all([loadAccountView(this.deps.sql, this.id), counts ? activeCountsByKey(this.deps.sql, this.id) : null])
+    const [v, c] = await within(Promise.all([loadAccountView(this.deps.sql, this.id), counts ? activeCountsByKey(this.deps.sql, this.id) : null]))
     if (!v) throw new ApiError('USER_NOT_FOUND', 'Account does not exist')
     this.state = v
     this.balanceSeq = seq
@@ -137,7 +138,7 @@ export class AccountActor {
     if (key !== undefined) {
       let e = this.idem.get(key)
       if (e === undefined) {
-        const row = await findJobByIdempotencyKey(this.deps.sql, this.id, key)
+        const row = await within(findJobByIdempotencyKey(this.deps.sql, this.id, key))
         if (row) { e = { fingerprint: row.request_hash ?? '', jobId: row.id }; this.idem.set(key, e) }
       }
       const i = decideIdempotency(e, req.fingerprint)
@@ -185,7 +186,7 @@ export class AccountActor {
   }
 
   private async replay (jobId: string): Promise<CreatedJobView> {
-    const row = this.jobs.get(jobId)?.row ?? await getJob(this.deps.sql, jobId)
+    const row = this.jobs.get(jobId)?.row ?? await within(getJob(this.deps.sql, jobId))
     if (!row) throw new ApiError('INTERNAL_ERROR', 'Replayed job vanished')
     const created: CreatedJobView = { ...createdOf(row, (await this.get()).credits), replayed: true }
     // A completed job's replay carries its result_url, as a synchronous voiceover's 201 did.

@@ -2,7 +2,7 @@ import { parentPort, workerData } from 'node:worker_threads'
 import type { Logger } from 'pino'
 import { createLogger } from '../log.js'
 import type { Config } from '../config.js'
-import { connect, containDriverFaults, isDbUnavailable, type Sql } from '../db/connect.js'
+import { connect, containDriverFaults, isDbUnavailable, within, type Sql } from '../db/connect.js'
 import { claimDueDeliveries, disableDelivery, recordAttempt, recordAttempts, releaseClaims, type ClaimedDelivery } from '../db/webhooks.js'
 import { AttemptWriter } from './delivery-attempts.js'
 import {
@@ -35,6 +35,8 @@ const MAX_IN_FLIGHT = MAX_CONNECTIONS * PIPELINING
 const MAX_HELD = 256
 /** Idle poll: catches retries coming due and rows of nodes whose NOTIFY we missed. */
 const POLL_MS = 250
+/** A claim or an attempt write not settled by then fails as DB_STALLED (and is retried). */
+const STATEMENT_TIMEOUT_MS = 10_000
 
 /**
  * The delivery loop (DESIGN.md 2 and 4): claims due outbox rows with a lease, POSTs them through
@@ -73,8 +75,9 @@ class DeliveryLoop {
     private readonly report: (m: DeliveryReport) => void = () => {},
   ) {
     this.attempts = new AttemptWriter({
-      batch: list => recordAttempts(sql, list),
-      one: a => sql.begin(tx => recordAttempt(tx, a)).then(() => {}),
+      // Bounded (within): a statement lost in the driver must not stop every later record.
+      batch: list => within(recordAttempts(sql, list), STATEMENT_TIMEOUT_MS, 'attempt batch'),
+      one: a => within(sql.begin(tx => recordAttempt(tx, a)), STATEMENT_TIMEOUT_MS, 'attempt').then(() => {}),
       busy: () => this.inFlight > 0 && !this.stopping,
       unavailable: isDbUnavailable,
       // Retried while well inside the claim's lease: past it another worker may send it again anyway.
@@ -108,7 +111,9 @@ class DeliveryLoop {
       const room = MAX_HELD - this.held.size
       if (room > 0) {
         const limit = Math.min(BATCH, room)
-        const rows = await claimDueDeliveries(this.sql, limit, this.cfg.leaseSeconds)
+        // Bounded: a claim lost in the driver would leave `polling` set and the worker idle for
+        // good. Rows a late claim took come due again when their lease lapses.
+        const rows = await within(claimDueDeliveries(this.sql, limit, this.cfg.leaseSeconds), STATEMENT_TIMEOUT_MS, 'claim')
         full = rows.length === limit
         this.moreDue = full
         if (full !== this.deep) { this.deep = full; this.report({ type: 'backlog', deep: full }) }

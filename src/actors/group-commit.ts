@@ -1,4 +1,4 @@
-import { isDbUnavailable, type Sql, type Tx } from '../db/connect.js'
+import { isDbUnavailable, within, type Sql, type Tx } from '../db/connect.js'
 import { updateJobProgress, type NewJob, type Transition } from '../db/jobs.js'
 import { completeJob, createJob, writeBatch, type Completion, type History, type VideoMedia } from '../db/ledger.js'
 import type { JobRow } from '../jobs/view.js'
@@ -127,15 +127,7 @@ export class GroupCommit {
     this.inFlight = null
   }
 
-  private bounded<T> (p: Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout | undefined
-    return Promise.race([
-      p,
-      new Promise<never>((_resolve, reject) => {
-        timer = setTimeout(() => reject(Object.assign(new Error(`transaction not settled within ${this.txTimeoutMs} ms`), { code: 'DB_STALLED' })), this.txTimeoutMs)
-      }),
-    ]).finally(() => clearTimeout(timer))
-  }
+  private bounded<T> (p: Promise<T>): Promise<T> { return within(p, this.txTimeoutMs, 'transaction') }
 
   /** Commits a batch; returns what releases its callers (drain calls it), or nothing when they are already settled. */
   private async commit (batch: Item[]): Promise<Settle | undefined> {

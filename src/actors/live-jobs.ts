@@ -1,5 +1,6 @@
 import { ApiError } from '../errors.js'
 import { getJob, updateJobProgress } from '../db/jobs.js'
+import { within } from '../db/connect.js'
 import { endJob } from '../db/ledger.js'
 import { appendEvents, recordSubmission, type UpstreamEvent } from '../db/upstream.js'
 import { directiveTextOf } from '../jobs/spec.js'
@@ -103,7 +104,7 @@ export class LiveJobs implements JobHost {
     return this.a.mailbox.post(async () => {
       const live = this.jobs.get(jobId)
       if (live) { live.poke(state); return 'live' as const }
-      const row = await getJob(this.a.deps.sql, jobId) as UpstreamJobRow | undefined
+      const row = await within(getJob(this.a.deps.sql, jobId)) as UpstreamJobRow | undefined
       if (!row || row.account_id !== this.a.id || TERMINAL.has(row.status) || row.provider_job_id === null) return 'ignored' as const
       await this.a.load()
       const job = this.actorFor(row)
@@ -144,7 +145,7 @@ export class LiveJobs implements JobHost {
   /** The job ended elsewhere: the read cache and SSE get the stored terminal view. */
   private async refreshView (id: string, known?: JobStatus): Promise<void> {
     try {
-      const row = await getJob(this.a.deps.sql, id)
+      const row = await within(getJob(this.a.deps.sql, id))
       if (row && (TERMINAL.has(row.status) || (known !== undefined && row.status !== known))) this.emit(row)
     } catch {}
   }
@@ -258,7 +259,7 @@ export class LiveJobs implements JobHost {
       await this.a.load()
       let live = this.jobs.get(jobId)
       if (!live) {
-        const row = await getJob(this.a.deps.sql, jobId)
+        const row = await within(getJob(this.a.deps.sql, jobId))
         if (!row || row.account_id !== this.a.id) throw new ApiError('JOB_NOT_FOUND')
         if (row.status !== 'queued') throw new ApiError('CANNOT_CANCEL', `Job ${jobId} is ${row.status}; only queued jobs can be cancelled`, { status: row.status })
         // Queued but leased by another node: nothing was sent to a provider, so it can be

@@ -71,12 +71,12 @@ function watchedSocket (o: { host: string[]; port: number[]; path?: string | fal
   }
   const stalled = () => {
     timer = null
-    // Destroyed without an error: the driver sees a close while queries are owed and fails
-    // them with CONNECTION_CLOSED. (An 'error' event could find no listener left, since the
-    // driver removes its listeners on close, and would be an uncaught exception.)
-    socket.destroy()
+    // Destroyed with an error (code DB_STALLED): the driver fails what the connection owes,
+    // its startup query included. A close without one made the driver reconnect and keep a
+    // startup query waiting through every attempt. The 'error' event always finds a listener
+    // (the no-op above survives the driver's removeAllListeners).
+    socket.destroy(Object.assign(new Error(`no answer from PostgreSQL within ${stallMs} ms`), { code: 'DB_STALLED' }))
     for (const h of healths) h.markDown() // callers stop waiting now, not when the driver gives up
-
   }
   // Outgoing: the first message (startup) has no type byte; every later one is type + int32 length.
   let first = true
@@ -296,6 +296,25 @@ export class DbHealth {
     this.closed = true
     if (this.probeTimer) clearTimeout(this.probeTimer)
   }
+}
+
+/** How long an actor waits for one read of its own (account row, job row) before answering 503. */
+export const READ_TIMEOUT_MS = 5000
+
+/**
+ * `p`, or a "database unavailable" failure (code DB_STALLED, answered 503) once `ms` pass
+ * without it settling. An actor's mailbox waits on its reads and commits: one lost in the driver
+ * during an outage must cost one bounded wait, not the account's every later message (docs/
+ * decisions.md "postgres.js write-timer patch"). `p` itself runs on; a read is safe to abandon.
+ */
+export function within<T> (p: Promise<T>, ms = READ_TIMEOUT_MS, what = 'query'): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  return Promise.race([
+    p,
+    new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(Object.assign(new Error(`${what} not settled within ${ms} ms`), { code: 'DB_STALLED' })), ms)
+    }),
+  ]).finally(() => clearTimeout(timer))
 }
 
 /** `SELECT 1`: the health probe's round trip. */

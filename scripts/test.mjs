@@ -1,5 +1,9 @@
-// Runs node-tap over the compiled tests (dist/test) and closes with the plain
-// "N passed, M failed" line that CI reads (DESIGN.md section 9).
+// Runs the compiled tests (dist/test), each file as its own `node` process (two at a time),
+// and closes with the plain "N passed, M failed" line that CI reads (DESIGN.md section 9).
+// The files use node-tap's library, which prints TAP when a file runs on its own; tap's runner
+// is not used: it loads every test process, and every worker thread and child process the
+// service starts, with three module hooks (processinfo, mock, source maps) that cost ~60% more
+// CPU per file (docs/decisions.md "Test runner").
 // Usage: npm test [-- path/to/file.test.ts ...]  (source paths are mapped to dist/)
 import { spawn } from 'node:child_process'
 import { readdirSync, statSync } from 'node:fs'
@@ -37,33 +41,78 @@ if (!process.env.DATABASE_URL) {
 let files = process.argv.slice(2).map(f => f.replace(/^(\.\/)?test\//, 'dist/test/').replace(/\.ts$/, '.js'))
 if (files.length === 0) files = walk('dist/test').sort()
 
-const child = spawn(process.execPath, ['node_modules/@tapjs/run/dist/esm/index.js', '--reporter=tap', ...files], {
-  stdio: ['ignore', 'pipe', 'inherit'],
-  env: { ...process.env, TAP_RCFILE: '.taprc' },
-})
+const JOBS = Math.max(1, Number(process.env.TEST_JOBS) || 2)
+/** Per file, as tap's runner had it (.taprc "timeout: 400"): a file still running is killed. */
+const TIMEOUT_MS = 400_000
+
 let passed = 0
 let failed = 0
 let skipped = 0
-let buf = ''
-child.stdout.on('data', (d) => {
-  process.stdout.write(d)
-  buf += d
-  let i
-  while ((i = buf.indexOf('\n')) >= 0) {
-    const line = buf.slice(0, i)
-    buf = buf.slice(i + 1)
-    // Count every leaf assertion at any depth; subtest summary lines end with a "# time=" or
-    // "# SKIP"/"# TODO" directive but are counted too, so count only lines without "# time=".
-    const m = /^\s*(not ok|ok) \d+/.exec(line)
-    if (!m || /# time=/.test(line)) continue
+const failures = []
+
+/** Counts one file's TAP and notes where each failure is (the subtest names above it). */
+function tally (file, text) {
+  const path = [file]
+  for (const line of text.split('\n')) {
+    const sub = /^(\s*)# Subtest: (.*)$/.exec(line)
+    if (sub) { const d = (sub[1].length >> 2) + 1; path.length = d; path[d] = sub[2]; continue }
+    // Count every leaf assertion at any depth; a subtest's own summary line ends with a
+    // "# time=" directive and is not counted.
+    const m = /^(\s*)(not ok|ok) \d+(?: - (.*))?/.exec(line)
+    if (!m || /# time=/.test(line)) {
+      if (m && m[2] === 'not ok') note([...path.slice(0, (m[1].length >> 2) + 1), (m[3] ?? '').replace(/ # time=.*$/, '')].join(' > '))
+      continue
+    }
     if (/# (SKIP|TODO)/i.test(line)) skipped++
-    else if (m[1] === 'ok') passed++
-    else failed++
+    else if (m[2] === 'ok') passed++
+    else { failed++; note([...path.slice(0, (m[1].length >> 2) + 1), m[3] ?? ''].join(' > ')) }
   }
-})
-child.on('exit', async (code) => {
-  if (embedded) await embedded.stop().catch(() => {})
-  if (code !== 0 && failed === 0) failed = 1
-  console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`)
-  process.exit(code ?? 1)
-})
+}
+function note (f) {
+  // A subtest's own "not ok" follows its failed assertions: keep only the deepest line.
+  if (!failures.some(x => x.startsWith(f + ' > '))) failures.push(f)
+}
+
+/** One file: its own process group (so a timeout also ends what it started), output buffered. */
+function runFile (file) {
+  return new Promise((resolve) => {
+    const start = performance.now()
+    const child = spawn(process.execPath, [file], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      detached: true,
+      env: { ...process.env, TAP_TIMEOUT: String(TIMEOUT_MS / 1000) },
+    })
+    const chunks = []
+    child.stdout.on('data', (d) => chunks.push(d))
+    let timedOut = false
+    const kill = (sig) => { try { process.kill(-child.pid, sig) } catch {} }
+    const timer = setTimeout(() => { timedOut = true; kill('SIGTERM'); setTimeout(() => kill('SIGKILL'), 5000).unref() }, TIMEOUT_MS)
+    child.on('close', (code, signal) => {
+      clearTimeout(timer)
+      kill('SIGKILL') // anything the file left behind
+      const ms = performance.now() - start
+      resolve({ file, text: Buffer.concat(chunks).toString(), ok: code === 0 && !timedOut, why: timedOut ? `timed out after ${TIMEOUT_MS / 1000} s` : code === 0 ? '' : `exit ${code ?? signal}`, ms })
+    })
+  })
+}
+
+const queue = [...files]
+let n = 0
+async function lane () {
+  for (let file; (file = queue.shift()) !== undefined;) {
+    const r = await runFile(file)
+    const before = failed
+    tally(file, r.text)
+    // A file that failed without a failed assertion (crash, timeout, missing plan) counts once.
+    if (!r.ok && failed === before) { failed++; note(`${file} > ${r.why}`) }
+    const body = r.text.replace(/\n$/, '').split('\n').map(l => l ? `    ${l}` : l).join('\n')
+    process.stdout.write(`# Subtest: ${file}\n${body}\n${r.ok ? 'ok' : 'not ok'} ${++n} - ${file} # time=${r.ms.toFixed(3)}ms${r.ok ? '' : ` (${r.why})`}\n\n`)
+  }
+}
+const started = performance.now()
+await Promise.all(Array.from({ length: JOBS }, lane))
+console.log(`1..${n}\n# time=${(performance.now() - started).toFixed(3)}ms`)
+if (embedded) await embedded.stop().catch(() => {})
+for (const f of failures.slice(0, 30)) console.log(`# failed: ${f}`)
+console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`)
+process.exit(failed === 0 ? 0 : 1)

@@ -26,10 +26,19 @@ t.test('a client that disconnects mid-body does not hold up close()', async (t) 
 t.test('close() lets a request in flight finish and answers new ones 503 or refuses them', async (t) => {
   const s = await startServer(t)
   const u = await createUser(s, { withKey: false })
-  // Login hashes a password (tens of ms): start it, then close while it runs.
+  // The login is held inside its password check (the handler is running) until close() has
+  // begun: no guess at how long the request takes to arrive on a loaded machine.
+  const passwords = s.app.services.passwords
+  const verify = passwords.verify.bind(passwords)
+  let entered!: () => void
+  const inHandler = new Promise<void>(resolve => { entered = resolve })
+  let release!: () => void
+  const released = new Promise<void>(resolve => { release = resolve })
+  passwords.verify = async (pw, hash) => { entered(); await released; return verify(pw, hash) }
   const inflight = s.req('POST', '/v1/auth/login', { body: { email: u.email, password: u.password } })
-  await sleep(15)
+  await inHandler
   const closing = s.app.close()
+  release()
   const r = await inflight
   t.equal(r.status, 200, 'the request in flight completed')
   t.type(r.body.token, 'string')

@@ -195,7 +195,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   if (metering instanceof ThreadedMetering) metering.peers = (accountId) => frontPool?.flushMetering(accountId) ?? Promise.resolve()
   const storage = await createStorage(config)
   const probeSql = connect(databaseUrl, { max: 1, stallMs: config.dbStallTimeoutMs })
-  const dbHealth = new DbHealth(() => ping(probeSql), 250, (up) => log.warn(up ? 'database reachable again' : 'database unreachable'))
+  const dbHealth = new DbHealth(() => ping(probeSql), 250, (up, why) => log.warn(up ? 'database reachable again' : `database unreachable (${why})`))
   const providers = await Providers.load(config, storage, config.shards)
   const services: Services = {
     providers, config, sql, dbHealth, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, bus,

@@ -30,7 +30,7 @@ const sql = connect(init.databaseUrl, { max: 4, stallMs: config.dbStallTimeoutMs
 // Callers wait a bounded time: once the database is known to be away, every pending and new
 // message is answered 503 (its work runs on and settles when the database does).
 const probeSql = connect(init.databaseUrl, { max: 1, stallMs: config.dbStallTimeoutMs })
-const health = new DbHealth(() => ping(probeSql), 250, (up) => log.warn(up ? 'database reachable again' : 'database unreachable'))
+const health = new DbHealth(() => ping(probeSql), 250, (up, why) => log.warn(up ? 'database reachable again' : `database unreachable (${why})`))
 const commit = new GroupCommit(sql)
 const port = new BatchedPort(parentPort!)
 const storage = await createStorage(config)

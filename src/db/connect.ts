@@ -76,7 +76,7 @@ function watchedSocket (o: { host: string[]; port: number[]; path?: string | fal
     // startup query waiting through every attempt. The 'error' event always finds a listener
     // (the no-op above survives the driver's removeAllListeners).
     socket.destroy(Object.assign(new Error(`no answer from PostgreSQL within ${stallMs} ms`), { code: 'DB_STALLED' }))
-    for (const h of healths) h.markDown() // callers stop waiting now, not when the driver gives up
+    for (const h of healths) h.markDown('a connection stalled') // callers stop waiting now, not when the driver gives up
   }
   // Outgoing: the first message (startup) has no type byte; every later one is type + int32 length.
   let first = true
@@ -201,18 +201,22 @@ const healths = new Set<DbHealth>()
  * at once; the operation itself runs on and completes or fails when the database decides,
  * so in-memory state never disagrees with what was committed.
  */
+const PROBE_TIMEOUT = new Error('probe timeout')
+
 export class DbHealth {
   private down = false
   private readonly listeners = new Set<() => void>()
   private probeTimer: NodeJS.Timeout | null = null
   private probing: Promise<unknown> | null = null
   private closed = false
+  /** Consecutive up-probes that timed out (two mark the database down). */
+  private slowProbes = 0
   /** Outages seen (up -> down transitions) and the time of the last recovery. */
   readonly stats = { outages: 0, recoveredAt: 0 }
 
   constructor (
-    private readonly probe: () => Promise<unknown>, private readonly probeEveryMs = 250, private readonly onChange?: (up: boolean) => void,
-    private readonly upProbeEveryMs = 1000
+    private readonly probe: () => Promise<unknown>, private readonly probeEveryMs = 250, private readonly onChange?: (up: boolean, why?: string) => void,
+    private readonly upProbeEveryMs = 1000, private readonly probeTimeoutMs = 1000
   ) {
     healths.add(this)
     // Also probed while up: a cut that no operation reports (queries parked in the driver's
@@ -223,13 +227,13 @@ export class DbHealth {
   get isDown (): boolean { return this.down }
 
   /** Feeds an operation's failure: a database-unavailable error turns the state down. */
-  report (err: unknown): void { if (isDbUnavailable(err)) this.markDown() }
+  report (err: unknown): void { if (isDbUnavailable(err)) this.markDown(String((err as { code?: unknown }).code ?? err)) }
 
-  markDown (): void {
+  markDown (why = 'reported'): void {
     if (this.down || this.closed) return
     this.down = true
     this.stats.outages++
-    this.onChange?.(false)
+    this.onChange?.(false, why)
     for (const l of [...this.listeners]) l()
     this.schedule(0)
   }
@@ -245,17 +249,28 @@ export class DbHealth {
     // One probe at a time: a probe hung on a dead path is waited for, not stacked.
     this.probing ??= this.probe().finally(() => { this.probing = null })
     let timer: NodeJS.Timeout | undefined
-    let ok = false
+    let failure: 'timeout' | 'error' | null = null
     try {
-      await Promise.race([this.probing, new Promise((_resolve, reject) => { timer = setTimeout(() => reject(new Error('probe timeout')), 1000) })])
-      ok = true
-    } catch {} finally { clearTimeout(timer) }
-    if (ok && this.down) {
-      this.down = false
-      this.stats.recoveredAt = Date.now()
-      this.onChange?.(true)
-    } else if (!ok && !this.down) {
-      this.markDown()
+      await Promise.race([this.probing, new Promise((_resolve, reject) => { timer = setTimeout(() => reject(PROBE_TIMEOUT), this.probeTimeoutMs) })])
+    } catch (err) { failure = err === PROBE_TIMEOUT ? 'timeout' : 'error' } finally { clearTimeout(timer) }
+    if (failure === null) {
+      this.slowProbes = 0
+      if (this.down) {
+        this.down = false
+        this.stats.recoveredAt = Date.now()
+        this.onChange?.(true)
+      }
+    } else if (!this.down) {
+      // An error answer (refused, reset) is an outage now. A probe only slower than its timeout is one
+      // when the next is slow too: on a starved machine (a loaded CI runner) one slow round trip
+      // is not an outage, and 503s for every request in flight would be worse than the wait. A
+      // silent connection owing an answer is cut by the stall watchdog (3 s) either way.
+      if (failure === 'error' || ++this.slowProbes >= 2) {
+        this.slowProbes = 0
+        this.markDown(failure === 'error' ? 'probe failed' : `no probe answer within ${2 * this.probeTimeoutMs} ms`)
+        return
+      }
+      this.schedule(0)
       return
     }
     this.schedule(this.down ? this.probeEveryMs : this.upProbeEveryMs)

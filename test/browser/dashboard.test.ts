@@ -202,8 +202,22 @@ if (!CHROMIUM) {
     t.ok(await img.evaluate(async (el: HTMLImageElement) => { await el.decode(); return el.naturalWidth > 0 }), 'the image preview loads')
 
     // An instrumental music job: its style priced like the API, and the result plays.
-    await page.selectOption('select[name=kind]', 'audio')
-    await page.selectOption('select[name=model]', 'music')
+    // The model is chosen the moment the kind's models are rendered, before any effect of that
+    // render runs (a MutationObserver callback is a microtask): the choice must stick.
+    await page.evaluate(() => new Promise<void>((resolve) => {
+      const kind = document.querySelector<HTMLSelectElement>('select[name=kind]')!
+      const model = document.querySelector<HTMLSelectElement>('select[name=model]')!
+      const pick = () => {
+        if (![...model.options].some(o => o.value === 'music')) return false
+        model.value = 'music'
+        model.dispatchEvent(new Event('change', { bubbles: true }))
+        return true
+      }
+      const seen = new MutationObserver(() => { if (pick()) { seen.disconnect(); resolve() } })
+      seen.observe(model, { childList: true, subtree: true, attributes: true })
+      kind.value = 'audio'
+      kind.dispatchEvent(new Event('change', { bubbles: true }))
+    }))
     t.equal(await priceShown(page, `${priceAudio({ model: 'music' })} credits`), `${priceAudio({ model: 'music' })} credits`)
     await page.fill('textarea[name=prompt]', 'calm piano, rain outside')
     const imageId = await imageRow.getAttribute('data-job')

@@ -36,8 +36,10 @@ export function CreateJob ({ onCreated }: { onCreated: (job: { id: string }) => 
 
   useEffect(() => { call<Catalogue>('GET', '/v1/models', undefined, { anonymous: true }).then(setCatalogue, e => setError(errorText(e))) }, [])
   const models = useMemo(() => (catalogue?.[kind] ?? []).filter(m => m.status === 'available' && !NEEDS_INPUTS.has(m.id)), [catalogue, kind])
+  // Derived on every render, never written back from an effect: an effect scheduled by the
+  // render before a quick model choice (the kind just changed) ran after it and put the kind's
+  // first model back over the user's choice.
   const model = models.find(m => m.id === modelId) ?? models[0]
-  useEffect(() => { if (model && model.id !== modelId) { setModelId(model.id); setOpts({}) } }, [model?.id])
 
   const value = (field: string, list?: string[]) => opts[field] ?? model?.defaults?.[field] ?? list?.[0] ?? ''
   const fields: Array<{ field: string; label: string; list: string[] }> = []

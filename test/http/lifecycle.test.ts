@@ -20,7 +20,7 @@ t.test('a client that disconnects mid-body does not hold up close()', async (t) 
   const started = Date.now()
   await s.app.close()
   const took = Date.now() - started
-  t.ok(took < 3000, `close() took ${took} ms (a stuck body read would hold it for its 10 s timeout)`)
+  t.ok(took < 8000, `close() took ${took} ms (a stuck body read would hold it for its 10 s timeout)`)
 })
 
 t.test('close() lets a request in flight finish and answers new ones 503 or refuses them', async (t) => {

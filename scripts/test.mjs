@@ -86,14 +86,22 @@ function runFile (file) {
     child.stdout.on('data', (d) => chunks.push(d))
     let timedOut = false
     const kill = (sig) => { try { process.kill(-child.pid, sig) } catch {} }
+    running.add(kill)
+    // Once the file's process is gone, what it left behind goes too (it could hold the pipe open).
+    child.on('exit', () => { running.delete(kill); kill('SIGKILL') })
     const timer = setTimeout(() => { timedOut = true; kill('SIGTERM'); setTimeout(() => kill('SIGKILL'), 5000).unref() }, TIMEOUT_MS)
     child.on('close', (code, signal) => {
       clearTimeout(timer)
-      kill('SIGKILL') // anything the file left behind
       const ms = performance.now() - start
       resolve({ file, text: Buffer.concat(chunks).toString(), ok: code === 0 && !timedOut, why: timedOut ? `timed out after ${TIMEOUT_MS / 1000} s` : code === 0 ? '' : `exit ${code ?? signal}`, ms })
     })
   })
+}
+
+// Each file runs in a process group of its own, which Ctrl-C at the terminal does not reach.
+const running = new Set()
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, () => { for (const kill of running) kill('SIGKILL'); process.exit(130) })
 }
 
 const queue = [...files]

@@ -169,8 +169,11 @@ t.test('a request that never gets an answer times out; the one behind it on the 
   await Promise.all(Array.from({ length: MAX_CONNECTIONS }, () => post(s, srv.port, '/ok')))
   const warm = srv.requests.length
   // Every socket holds a hanging request; half the timeout later one more is pipelined behind one.
-  const t0 = performance.now()
   const hang = Array.from({ length: MAX_CONNECTIONS }, () => post(s, srv.port, '/hang'))
+  // Taken after the posts: each deadline (its creation + 1000 ms) is then before t0 + 1000, so the
+  // sweep below finds them all past it. Taken before, a loaded machine spread the 16 creations over
+  // more than the poll's overshoot, the sweep missed the later ones, and nothing swept again.
+  const t0 = performance.now()
   await until(() => performance.now() > t0 + 500)
   const behind = post(s, srv.port, '/ok')
   await until(() => srv.requests.length === warm + MAX_CONNECTIONS + 1)

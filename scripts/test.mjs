@@ -59,13 +59,13 @@ function tally (file, text) {
     // Count every leaf assertion at any depth; a subtest's own summary line ends with a
     // "# time=" directive and is not counted.
     const m = /^(\s*)(not ok|ok) \d+(?: - (.*))?/.exec(line)
-    if (!m || /# time=/.test(line)) {
-      if (m && m[2] === 'not ok') note([...path.slice(0, (m[1].length >> 2) + 1), (m[3] ?? '').replace(/ # time=.*$/, '')].join(' > '))
-      continue
-    }
+    if (!m) continue
+    const summary = /# time=/.test(line)
+    if (m[2] === 'not ok') note([...path.slice(0, (m[1].length >> 2) + 1), (m[3] ?? '').replace(/ # time=.*$/, '')].join(' > '))
+    if (summary) continue
     if (/# (SKIP|TODO)/i.test(line)) skipped++
     else if (m[2] === 'ok') passed++
-    else { failed++; note([...path.slice(0, (m[1].length >> 2) + 1), m[3] ?? ''].join(' > ')) }
+    else failed++
   }
 }
 function note (f) {

@@ -119,11 +119,11 @@ export interface Route {
   /**
    * The synchronous fast path of an authenticated read (issue 13): called after the caller was
    * authenticated from the credential caches and before the rate window is counted. Returns
-   * the body (an immutable object, serialised once by identity) or undefined to leave the
-   * request to `handler` (cache miss, not found, anything unusual). Must not throw, must have
-   * no side effects, and must read `req` (path parameters) before returning.
+   * the answer (its immutable body, `view`, and slots where its serialisations are kept) or
+   * undefined to leave the request to `handler` (cache miss, not found, anything unusual). Must
+   * not throw, must have no side effects, and must read `req` (path parameters) before returning.
    */
-  fast?: (req: HttpRequest, caller: Caller, services: Services) => object | undefined
+  fast?: (req: HttpRequest, caller: Caller, services: Services) => FastAnswer | undefined
   /**
    * With `fast`, on a route whose path ends with its one parameter: that parameter's value as
    * a string the body already holds (a job's id), so a fast answer is metered under the
@@ -131,3 +131,9 @@ export interface Route {
    */
   meterTail?: (body: object) => string
 }
+
+/**
+ * What a `fast` handler answers with: the body, and where the bytes of each format are kept
+ * once made (a cache entry that lives as long as the body does).
+ */
+export interface FastAnswer { readonly view: object; json: Buffer | undefined; toon: Buffer | undefined }

@@ -222,8 +222,8 @@ export class HttpServer {
     const nowMs = Date.now()
     const apiKey = req.getHeader('x-api-key')
     const caller = services.auth.fastCaller(c.route, apiKey, apiKey === '' ? req.getHeader('authorization') : '', nowMs)
-    const body = caller === undefined ? undefined : c.route.fast!(req, caller, services)
-    if (body === undefined) { this.handle(c, res, req, head); return }
+    const hit = caller === undefined ? undefined : c.route.fast!(req, caller, services)
+    if (hit === undefined) { this.handle(c, res, req, head); return }
     const started = performance.now()
     const given = req.getHeader('x-request-id')
     const toon = req.getHeader('accept').includes('application/toon')
@@ -242,13 +242,14 @@ export class HttpServer {
       this.fail(ex, e, head ? 'HEAD' : c.route.method, c.route.path)
       return
     }
-    const payload = serialize(body, toon ? 'toon' : 'json', true)
+    // The answer's own bytes (made once per view; serialize() shares them with the full path).
+    const payload = toon ? (hit.toon ??= serialize(hit.view, 'toon', true)) : (hit.json ??= serialize(hit.view, 'json', true))
     res.writeHeader(REQUEST_ID_HEADER, headerBlock(this.ids, reqNum, own ? given : null, limit, remaining, toon ? TAIL_TOON : TAIL_JSON))
     if (head) { res.onAborted(noop); res.endWithoutBody(payload.length) }
     else res.end(payload)
     // Metered under the requested path, as the full pipeline does: a route's stored tail (the
     // job id the cache holds) keeps the row free of a per-request string.
-    const tail = c.epUrl >= 0 && !head ? c.route.meterTail!(body) : null
+    const tail = c.epUrl >= 0 && !head ? c.route.meterTail!(hit.view) : null
     this.meterFast(c, head, started, nowMs, caller!.accountId, caller!.keyId ?? NaN, reqNum, own ? given : null, req, tail === null, tail)
   }
 

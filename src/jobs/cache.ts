@@ -3,6 +3,17 @@ import { TERMINAL } from './view.js'
 
 export interface CachedJob { accountId: number; view: JobView }
 
+/**
+ * A cache entry: the view and, once a fast read served it, its serialised body (the fast path
+ * reads the bytes from the entry it already holds, with no lookup by identity; issue 13). An
+ * entry is never changed: a new view is a new entry, so its bytes can never be stale.
+ */
+class Entry implements CachedJob {
+  json: Buffer | undefined = undefined
+  toon: Buffer | undefined = undefined
+  constructor (readonly accountId: number, readonly view: JobView, readonly bytes: number) {}
+}
+
 /** Default memory budget (JOB_CACHE_MB). */
 export const JOB_CACHE_MB = 256
 
@@ -29,8 +40,10 @@ export function entryBytes (v: JobView): number {
  * and in entries (least recently written out first); an evicted job is read from PostgreSQL.
  * Views loaded from PostgreSQL never replace a newer one delivered by an event.
  */
+export type { Entry as CacheEntry }
+
 export class JobCache {
-  private readonly map = new Map<string, CachedJob & { bytes: number }>()
+  private readonly map = new Map<string, Entry>()
   private readonly listeners = new Set<(accountId: number, view: JobView) => void>()
   private total = 0
   private readonly budget: number
@@ -46,6 +59,9 @@ export class JobCache {
   get bytes (): number { return this.total }
 
   get (id: string): CachedJob | undefined { return this.map.get(id) }
+
+  /** The entry itself, its serialised bodies included (the fast read path). */
+  entry (id: string): Entry | undefined { return this.map.get(id) }
 
   /** An authoritative change from the owning shard. */
   update (accountId: number, view: JobView): void {
@@ -85,7 +101,7 @@ export class JobCache {
     }
     // Most recently written last (eviction order); its strings, so its bytes, are the same.
     this.map.delete(p.id)
-    this.map.set(p.id, { accountId, view, bytes: e.bytes })
+    this.map.set(p.id, new Entry(accountId, view, e.bytes))
     for (const l of this.listeners) l(accountId, view)
     return view
   }
@@ -118,7 +134,7 @@ export class JobCache {
   }
 
   private put (key: string, accountId: number, view: JobView): CachedJob {
-    const e = { accountId, view, bytes: entryBytes(view) }
+    const e = new Entry(accountId, view, entryBytes(view))
     this.map.set(key, e)
     this.total += e.bytes
     return e

@@ -59,6 +59,29 @@ t.test('GET /v1/jobs/{id} from the caches answers as the full pipeline does, JSO
   t.equal(rows.length, 1, 'a generated request id is metered as sent')
 })
 
+t.test('a view replaced in the cache is answered anew in both formats: bytes made for the old view are never served', async (t) => {
+  const u = await paidUser(s, 1000)
+  const c = await s.req('POST', '/v1/generate/image', { key: u.key, body: image() })
+  const done = await pollJob(s, u, c.body.id)
+  const cache = s.app.services.jobs
+  const before: Record<string, string> = {}
+  for (const accept of ['application/json', 'application/toon']) {
+    before[accept] = (await s.req('GET', `/v1/jobs/${c.body.id}`, { key: u.key, headers: { accept } })).text
+  }
+  t.equal(JSON.parse(before['application/json']).status, done.job.status)
+  t.ok(cache.entry(c.body.id)?.json, 'the entry holds the JSON bytes it was answered with')
+  // A newer view of the same job (as an event would bring): a new entry, no bytes yet.
+  cache.update(u.id, { ...cache.get(c.body.id)!.view, error_message: 'replaced view' })
+  t.equal(cache.entry(c.body.id)?.json, undefined)
+  for (const accept of ['application/json', 'application/toon']) {
+    const after = await s.req('GET', `/v1/jobs/${c.body.id}`, { key: u.key, headers: { accept } })
+    const full = await s.req('GET', `/v1/jobs/${c.body.id}?full=1`, { key: u.key, headers: { accept } })
+    t.not(after.text, before[accept], `${accept}: the new view, not the old bytes`)
+    t.match(after.text, /replaced view/)
+    t.equal(after.text, full.text, `${accept}: the same body as the full pipeline`)
+  }
+})
+
 t.test('what the caches cannot answer still gets the full pipeline\'s answer', async (t) => {
   const u = await paidUser(s, 1000)
   const other = await paidUser(s, 1000)

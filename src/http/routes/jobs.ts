@@ -79,8 +79,8 @@ export const routes: Route[] = [
     fast (req, caller, services) {
       const id = req.getParameter(0)
       if (id === undefined || id.includes('%')) return undefined
-      const e = services.jobs.get(id)
-      return e !== undefined && e.accountId === caller.accountId ? e.view : undefined
+      const e = services.jobs.entry(id)
+      return e !== undefined && e.accountId === caller.accountId ? e : undefined
     },
     // The cache's key is the view's id, so it is the requested id, stored once.
     meterTail: (view) => (view as JobView).id,

@@ -12,6 +12,7 @@
 import { PerformanceObserver } from 'node:perf_hooks'
 import { pino } from 'pino'
 import { HttpServer } from '../src/http/server.js'
+import { HEADER_NAMES } from '../src/http/fast-headers.js'
 import { Authenticator } from '../src/http/auth.js'
 import { generateKey } from '../src/http/api-key.js'
 import { JobCache } from '../src/jobs/cache.js'
@@ -72,7 +73,8 @@ const scratch = Buffer.alloc(256)
 const fresh = (s: string) => scratch.toString('latin1', 0, scratch.write(s, 0, 'latin1'))
 const req = {
   getQuery: () => undefined,
-  getHeader: (h: string) => h === 'x-api-key' ? fresh(cur.key) : h === 'accept' ? fresh('*/*') : '',
+  // The service passes header names as bytes (src/http/fast-headers.ts HEADER_NAMES).
+  getHeader: (h: unknown) => h === HEADER_NAMES.apiKey ? fresh(cur.key) : h === HEADER_NAMES.accept ? fresh('*/*') : '',
   getParameter: () => fresh(cur.id),
   getUrl: () => cur.url,
 }

@@ -12,6 +12,19 @@ const ab = new ArrayBuffer(CAP)
 const bytes = new Uint8Array(ab)
 const views: Array<Uint8Array | undefined> = []
 
+/**
+ * Request header names the synchronous paths read, as bytes: uWS converts a string argument of
+ * getHeader into a temporary UTF-8 copy on every call (~100 ns a lookup on the 2-core bench
+ * machine) and reads a typed array's bytes in place (~55 ns).
+ */
+export const HEADER_NAMES = {
+  apiKey: Buffer.from('x-api-key'),
+  authorization: Buffer.from('authorization'),
+  requestId: Buffer.from('x-request-id'),
+  accept: Buffer.from('accept'),
+  ifNoneMatch: Buffer.from('if-none-match'),
+} as const
+
 /** Name of the header line the block is the value of, as bytes (no conversion per call). */
 export const REQUEST_ID_HEADER = Buffer.from('X-Request-Id')
 

@@ -9,7 +9,7 @@ import { JSON_BODY_LIMIT, parseJson, readBody } from './body.js'
 import { CONTENT_TYPE, negotiate, serialize, writeResponse, type Format } from './respond.js'
 import type { Caller, Reply, Route, RouteContext } from './route.js'
 import { check, compileBody, compileQuery } from './validate.js'
-import { headerBlock, IdDigits, REQUEST_ID_HEADER } from './fast-headers.js'
+import { HEADER_NAMES, headerBlock, IdDigits, REQUEST_ID_HEADER } from './fast-headers.js'
 
 /**
  * A raw request body as a Readable, attached before the first await (uWS drops data that
@@ -37,6 +37,8 @@ const BODY_METHODS = new Set(['POST', 'PATCH', 'PUT'])
 const REQUEST_ID_RE = /^[A-Za-z0-9._-]{1,128}$/
 let idCounter = 0
 const noop = (): void => {}
+
+const { apiKey: H_API_KEY, authorization: H_AUTHORIZATION, requestId: H_REQUEST_ID, accept: H_ACCEPT, ifNoneMatch: H_IF_NONE_MATCH } = HEADER_NAMES
 
 /**
  * Header lines written with one writeHeader call (issue 13): uWS writes `key: value\r\n` as
@@ -192,10 +194,10 @@ export class HttpServer {
    * is corked): two header writes, one end. Conditional requests and shutdown take the full path.
    */
   private constantAnswer (c: Compiled, res: HttpResponse, req: HttpRequest, head: boolean): void {
-    if (this.closing || req.getHeader('if-none-match') !== '') { this.handle(c, res, req, head); return }
+    if (this.closing || req.getHeader(H_IF_NONE_MATCH) !== '') { this.handle(c, res, req, head); return }
     const started = performance.now()
-    const given = req.getHeader('x-request-id')
-    const a = req.getHeader('accept').includes('application/toon') ? c.constant!.toon : c.constant!.json
+    const given = req.getHeader(H_REQUEST_ID)
+    const a = req.getHeader(H_ACCEPT).includes('application/toon') ? c.constant!.toon : c.constant!.json
     let reqNum = NaN
     let requestId: string
     if (given !== '' && REQUEST_ID_RE.test(given)) requestId = given
@@ -220,13 +222,13 @@ export class HttpServer {
     const services = this.services
     if (this.closing || services.redisLimiter !== null || req.getQuery()) { this.handle(c, res, req, head); return }
     const nowMs = Date.now()
-    const apiKey = req.getHeader('x-api-key')
-    const caller = services.auth.fastCaller(c.route, apiKey, apiKey === '' ? req.getHeader('authorization') : '', nowMs)
+    const apiKey = req.getHeader(H_API_KEY)
+    const caller = services.auth.fastCaller(c.route, apiKey, apiKey === '' ? req.getHeader(H_AUTHORIZATION) : '', nowMs)
     const hit = caller === undefined ? undefined : c.route.fast!(req, caller, services)
     if (hit === undefined) { this.handle(c, res, req, head); return }
     const started = performance.now()
-    const given = req.getHeader('x-request-id')
-    const toon = req.getHeader('accept').includes('application/toon')
+    const given = req.getHeader(H_REQUEST_ID)
+    const toon = req.getHeader(H_ACCEPT).includes('application/toon')
     const limit = services.config.tierLimits[caller!.tier].rpm
     const remaining = services.limiter.take(caller!.bucket, limit, nowMs)
     const own = given !== '' && REQUEST_ID_RE.test(given)
@@ -286,10 +288,10 @@ export class HttpServer {
       ex.aborted = true
       if (ex.abortHooks) for (const fn of ex.abortHooks.splice(0)) { try { fn() } catch {} }
     })
-    const given = req.getHeader('x-request-id')
+    const given = req.getHeader(H_REQUEST_ID)
     if (given !== '' && REQUEST_ID_RE.test(given)) ex.requestId = given
     else { ex.reqNum = ++idCounter; ex.requestId = `req_${this.services.metering.reqPrefix}${ex.reqNum.toString(36)}` }
-    ex.format = negotiate(req.getHeader('accept') || undefined)
+    ex.format = negotiate(req.getHeader(H_ACCEPT) || undefined)
     return ex
   }
 

@@ -243,6 +243,7 @@ const LABELS: Record<string, string> = {
   jobs_completed: 'jobs completed in the round',
   jobs_failed: 'jobs failed in the round',
   cpu_us_per_job: 'CPU/job, create to completed (µs)',
+  main_thread_cpu_us_per_job: 'main-thread CPU/job (µs)',
   pg_cpu_us_per_job: 'PostgreSQL CPU/job (µs)',
   total_cpu_us_per_job: 'process+PG CPU/job (µs)',
 }

@@ -1,5 +1,6 @@
 // The fal queue adapter (src/providers/fal.ts) against the fal contract stub (test/fixtures/fal-stub.ts).
 import t from 'tap'
+import { generateKeyPairSync, type KeyObject } from 'node:crypto'
 import { FalAdapter } from '../../src/providers/fal.js'
 import { UpstreamRefused, UpstreamUnavailable, type UpstreamHandle } from '../../src/providers/upstream.js'
 import { startFalStub, type FalStub } from '../fixtures/fal-stub.js'
@@ -238,6 +239,25 @@ t.test('callbacks: forged, tampered, stale, future, wrong key, bad headers and a
   }
   t.same((await a.verifyCallback({ ...good, headers: { ...good.headers, 'x-fal-webhook-signature': 'zz' } })).ok, false, 'non-hex signature')
   t.same((await a.verifyCallback({ headers: {}, query: '', body: Buffer.alloc(0) })).ok, false, 'empty request')
+})
+
+t.test('a cached key that cannot check an Ed25519 signature counts as not verifying it (no throw); the good key still verifies', async (t) => {
+  const a = adapter()
+  fal.plan({ steps: [], callback: false })
+  const h = await a.submit(req('fal-ai/veo3', sink.url()))
+  fal.finish(h.id)
+  const good = await callbackOf(h.id)
+  t.equal((await a.verifyCallback(good)).ok, true, 'the JWKS is cached')
+  const internals = a as unknown as { jwks: { keys: KeyObject[]; fetchedAt: number } }
+  const real = internals.jwks.keys
+  // An X25519 key (key agreement, not signatures): crypto.verify refuses it.
+  const x25519 = generateKeyPairSync('x25519').publicKey
+  internals.jwks = { keys: [x25519], fetchedAt: Date.now() }
+  const refused = await a.verifyCallback(good)
+  t.same(refused.ok, false)
+  t.match((refused as any).reason, /any fal key/)
+  internals.jwks = { keys: [x25519, ...real], fetchedAt: Date.now() }
+  t.equal((await a.verifyCallback(good)).ok, true, 'the next key is still tried')
 })
 
 t.test('JWKS: fetched once and cached; refreshed when no cached key verifies (rotation), at most once per jwksMinRefreshMs; expired after jwksMaxAgeMs', async (t) => {

@@ -40,8 +40,6 @@ export function entryBytes (v: JobView): number {
  * and in entries (least recently written out first); an evicted job is read from PostgreSQL.
  * Views loaded from PostgreSQL never replace a newer one delivered by an event.
  */
-export type { Entry as CacheEntry }
-
 export class JobCache {
   private readonly map = new Map<string, Entry>()
   private readonly listeners = new Set<(accountId: number, view: JobView) => void>()

@@ -209,12 +209,17 @@ t.test('callbacks: a signed OK callback verifies and gives the state; ERROR cont
   t.same((await a.verifyCallback(await callbackOf(h3.id))) as any, { ok: true, upstreamId: h3.id, state: { state: 'canceled' } })
 })
 
-t.test('callbacks: forged, tampered, stale, future, wrong key, bad headers and a replay with a changed body are refused', async (t) => {
+/** An adapter, a veo3 job the stub has finished, and that job's correctly signed callback. */
+async function finishedWithCallback () {
   const a = adapter()
   fal.plan({ steps: [], callback: false })
   const h = await a.submit(req('fal-ai/veo3', sink.url()))
   fal.finish(h.id)
-  const good = await callbackOf(h.id)
+  return { a, h, good: await callbackOf(h.id) }
+}
+
+t.test('callbacks: forged, tampered, stale, future, wrong key, bad headers and a replay with a changed body are refused', async (t) => {
+  const { a, h, good } = await finishedWithCallback()
   t.equal((await a.verifyCallback(good)).ok, true)
 
   const tampered = await a.verifyCallback(await callbackOf(h.id, { tamper: b => b.replace('"OK"', '"ERROR"') }))
@@ -242,11 +247,7 @@ t.test('callbacks: forged, tampered, stale, future, wrong key, bad headers and a
 })
 
 t.test('a cached key that cannot check an Ed25519 signature counts as not verifying it (no throw); the good key still verifies', async (t) => {
-  const a = adapter()
-  fal.plan({ steps: [], callback: false })
-  const h = await a.submit(req('fal-ai/veo3', sink.url()))
-  fal.finish(h.id)
-  const good = await callbackOf(h.id)
+  const { a, good } = await finishedWithCallback()
   t.equal((await a.verifyCallback(good)).ok, true, 'the JWKS is cached')
   const internals = a as unknown as { jwks: { keys: KeyObject[]; fetchedAt: number } }
   const real = internals.jwks.keys

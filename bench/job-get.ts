@@ -16,23 +16,45 @@ import { bootStack } from './lib/stack.js'
 
 type Metrics = Record<string, number>
 
-/**
- * BENCH_PERF=1: the instructions `pid` executes during `run` (user and kernel, from `perf
- * stat`), per answered request: a cost figure that, unlike CPU time, does not move with the
- * machine's load. Needs perf and perf_event_paranoid <= 2 (or root).
- */
-async function counted (pid: number, run: () => Promise<Metrics>): Promise<Metrics> {
-  if (!process.env.BENCH_PERF || process.env.BENCH_PERF === '0') return run()
-  const perf = spawn('perf', ['stat', '-x', ',', '-e', 'instructions:u,instructions:k', '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] })
+/** `perf stat -x,` of `events` on every thread of `pid` while `run` runs: the count of each event. */
+async function perfStat (pid: number, events: string[], run: () => Promise<Metrics>): Promise<{ m: Metrics; count: (ev: string) => number }> {
+  const perf = spawn('perf', ['stat', '-x', ',', '-e', events.join(','), '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] })
   let out = ''
   perf.stderr.on('data', (d: Buffer) => { out += d.toString() })
   await new Promise(resolve => setTimeout(resolve, 200)) // perf attaches to every thread first
   const m = await run()
   perf.kill('SIGINT')
   await once(perf, 'exit')
-  const count = (ev: string) => Number(out.split('\n').find(l => l.includes(`,${ev}`))?.split(',')[0])
+  return { m, count: (ev: string) => Number(out.split('\n').find(l => l.split(',')[2] === ev)?.split(',')[0]) }
+}
+
+/**
+ * BENCH_PERF=1: the instructions `pid` executes during `run` (user and kernel), per answered
+ * request: a cost figure that, unlike CPU time, does not move with the machine's load. Needs
+ * hardware counters (a VM may have none) and perf_event_paranoid <= 2 (or root).
+ */
+async function counted (pid: number, run: () => Promise<Metrics>): Promise<Metrics> {
+  if (!process.env.BENCH_PERF || process.env.BENCH_PERF === '0') return run()
+  const { m, count } = await perfStat(pid, ['instructions:u', 'instructions:k'], run)
   m.kinstr_user_per_req = count('instructions:u') / 1000 / m.requests
   m.kinstr_kernel_per_req = count('instructions:k') / 1000 / m.requests
+  return m
+}
+
+/** The system calls BENCH_SYSCALLS=1 counts one by one (each per answered request). */
+const SYSCALLS = ['epoll_pwait', 'epoll_wait', 'recvfrom', 'sendto', 'read', 'writev', 'write', 'futex']
+
+/**
+ * BENCH_SYSCALLS=1: the system calls `pid` makes during `run` (every thread; the kernel's
+ * syscall tracepoints, which need no hardware counters), per answered request: all of them
+ * and the common kinds. Where a system call is dear (a VM with page-table isolation and no
+ * PCID: ~1 µs each), the count is much of the difference between two servers' CPU/request.
+ */
+async function syscalls (pid: number, run: () => Promise<Metrics>): Promise<Metrics> {
+  if (!process.env.BENCH_SYSCALLS || process.env.BENCH_SYSCALLS === '0') return run()
+  const { m, count } = await perfStat(pid, ['raw_syscalls:sys_enter', ...SYSCALLS.map(s => `syscalls:sys_enter_${s}`)], run)
+  m.syscalls_per_req = count('raw_syscalls:sys_enter') / m.requests
+  for (const s of SYSCALLS) m[`sys_${s}_per_req`] = count(`syscalls:sys_enter_${s}`) / m.requests
   return m
 }
 
@@ -61,9 +83,10 @@ export const scenario: Scenario = {
       uws = await startBaseline('bare uWS hello', 'baselines/uws-static.js', { ROUTE: '/', BODY: '{"hello":"world"}', CONTENT_TYPE: 'application/json; charset=utf-8' })
       const requests = jobs.map(j => ({ method: 'GET', path: `/v1/jobs/${j.id}`, headers: { 'x-api-key': j.key } }))
       const svcLoad = { url: stack.svc.url, connections: o.connections, requests }
-      const svcRun = (seconds: number) => counted(stack.svc.pid, () => measure(stack.svc.pid, { ...svcLoad, duration: seconds }).then(x => x.m))
-      const fRun = (seconds: number) => counted(fastify!.pid, () => measure(fastify!.pid, { url: `http://127.0.0.1:${fastify!.port}/`, connections: o.connections, duration: seconds }).then(x => x.m))
-      const uRun = (seconds: number) => counted(uws!.pid, () => measure(uws!.pid, { url: `http://127.0.0.1:${uws!.port}/`, connections: o.connections, duration: seconds }).then(x => x.m))
+      const svcRun = (seconds: number) =>
+        syscalls(stack.svc.pid, () => counted(stack.svc.pid, () => measure(stack.svc.pid, { ...svcLoad, duration: seconds }).then(x => x.m)))
+      const fRun = (seconds: number) => syscalls(fastify!.pid, () => counted(fastify!.pid, () => measure(fastify!.pid, { url: `http://127.0.0.1:${fastify!.port}/`, connections: o.connections, duration: seconds }).then(x => x.m)))
+      const uRun = (seconds: number) => syscalls(uws!.pid, () => counted(uws!.pid, () => measure(uws!.pid, { url: `http://127.0.0.1:${uws!.port}/`, connections: o.connections, duration: seconds }).then(x => x.m)))
       const svcRounds: number[] = []
       const f = fastify
       const u = uws
@@ -77,7 +100,7 @@ export const scenario: Scenario = {
           { metric: 'cpu_us_per_req', kind: 'ratio', baseline: f.name, op: '<=', value: 0.75 },
           { metric: 'p99_ms', kind: 'absolute', op: '<=', value: 10 },
         ],
-        show: ['rps', 'p50_ms', 'p99_ms', 'main_thread_cpu_us_per_req', ...(process.env.BENCH_PERF ? ['kinstr_user_per_req', 'kinstr_kernel_per_req'] : []), 'errors', 'non2xx'],
+        show: ['rps', 'p50_ms', 'p99_ms', 'main_thread_cpu_us_per_req', ...(process.env.BENCH_PERF ? ['kinstr_user_per_req', 'kinstr_kernel_per_req'] : []), ...(process.env.BENCH_SYSCALLS ? ['syscalls_per_req', ...SYSCALLS.map(s => `sys_${s}_per_req`)] : []), 'errors', 'non2xx'],
         notes: [`${o.connections} connections; the service authenticates every request (SHA-256 of the key, cached key and account), runs the rate limiter, writes X-RateLimit-* and meters it`],
         after: async () => {
           const bad = svcRounds.reduce((a, b) => a + b, 0)

@@ -82,11 +82,11 @@ export const scenario: Scenario = {
       // uWS itself (parse, send, syscalls) answering a hello-world: the floor of any uWS service.
       uws = await startBaseline('bare uWS hello', 'baselines/uws-static.js', { ROUTE: '/', BODY: '{"hello":"world"}', CONTENT_TYPE: 'application/json; charset=utf-8' })
       const requests = jobs.map(j => ({ method: 'GET', path: `/v1/jobs/${j.id}`, headers: { 'x-api-key': j.key } }))
-      const svcLoad = { url: stack.svc.url, connections: o.connections, requests }
+      const svcLoad = { url: stack.svc.url, connections: o.connections, rate: o.rate, requests }
       const svcRun = (seconds: number) =>
         syscalls(stack.svc.pid, () => counted(stack.svc.pid, () => measure(stack.svc.pid, { ...svcLoad, duration: seconds }).then(x => x.m)))
-      const fRun = (seconds: number) => syscalls(fastify!.pid, () => counted(fastify!.pid, () => measure(fastify!.pid, { url: `http://127.0.0.1:${fastify!.port}/`, connections: o.connections, duration: seconds }).then(x => x.m)))
-      const uRun = (seconds: number) => syscalls(uws!.pid, () => counted(uws!.pid, () => measure(uws!.pid, { url: `http://127.0.0.1:${uws!.port}/`, connections: o.connections, duration: seconds }).then(x => x.m)))
+      const fRun = (seconds: number) => syscalls(fastify!.pid, () => counted(fastify!.pid, () => measure(fastify!.pid, { url: `http://127.0.0.1:${fastify!.port}/`, connections: o.connections, rate: o.rate, duration: seconds }).then(x => x.m)))
+      const uRun = (seconds: number) => syscalls(uws!.pid, () => counted(uws!.pid, () => measure(uws!.pid, { url: `http://127.0.0.1:${uws!.port}/`, connections: o.connections, rate: o.rate, duration: seconds }).then(x => x.m)))
       const svcRounds: number[] = []
       const f = fastify
       const u = uws
@@ -101,7 +101,7 @@ export const scenario: Scenario = {
           { metric: 'p99_ms', kind: 'absolute', op: '<=', value: 10 },
         ],
         show: ['rps', 'p50_ms', 'p99_ms', 'main_thread_cpu_us_per_req', ...(process.env.BENCH_PERF ? ['kinstr_user_per_req', 'kinstr_kernel_per_req'] : []), ...(process.env.BENCH_SYSCALLS ? ['syscalls_per_req', ...SYSCALLS.map(s => `sys_${s}_per_req`)] : []), 'errors', 'non2xx'],
-        notes: [`${o.connections} connections; the service authenticates every request (SHA-256 of the key, cached key and account), runs the rate limiter, writes X-RateLimit-* and meters it`],
+        notes: [`${o.connections} connections${o.rate > 0 ? `, ${o.rate} req/s for every side (--rate)` : ''}; the service authenticates every request (SHA-256 of the key, cached key and account), runs the rate limiter, writes X-RateLimit-* and meters it`],
         after: async () => {
           const bad = svcRounds.reduce((a, b) => a + b, 0)
           const checks: Check[] = [{ metric: 'service answers not 200 (all rounds)', value: bad, target: '= 0', met: bad === 0 }]

@@ -22,7 +22,7 @@ export const scenario: Scenario = {
     writeFileSync(join(dir, 'models.json'), body)
     const uws = await startBaseline('bare uWS', 'baselines/uws-static.js', { BODY_FILE: join(dir, 'models.json'), CONTENT_TYPE: r.headers.get('content-type') ?? 'application/json' })
     const fastify = await startBaseline('Fastify hello', 'baselines/fastify-hello.js')
-    const run = (pid: number, url: string, seconds: number) => measure(pid, { url, connections: o.connections, duration: seconds }).then(x => ({
+    const run = (pid: number, url: string, seconds: number) => measure(pid, { url, connections: o.connections, rate: o.rate, duration: seconds }).then(x => ({
       ...x.m, body_bytes: body.length
     }))
     const side = (name: string, role: 'service' | 'baseline', pid: number, url: string) => ({
@@ -39,7 +39,7 @@ export const scenario: Scenario = {
       ],
       targets: [{ metric: 'cpu_us_per_req', kind: 'ratio', baseline: uws.name, op: '<=', value: 1.3 }],
       show: ['rps', 'p50_ms', 'p99_ms', 'cpu_us_per_req', 'main_thread_cpu_us_per_req', 'errors', 'non2xx'],
-      notes: [`body ${body.length} bytes; the service also writes X-Request-Id, CORS, ETag, Vary and Cache-Control headers and meters every request (a public route: no key, no rate window)`],
+      notes: [`body ${body.length} bytes${o.rate > 0 ? `, ${o.rate} req/s for every side (--rate)` : ''}; the service also writes X-Request-Id, CORS, ETag, Vary and Cache-Control headers and meters every request (a public route: no key, no rate window)`],
       close: async () => { await uws.stop(); await fastify.stop(); await stack.close(); rmSync(dir, { recursive: true, force: true }) },
     }
   },

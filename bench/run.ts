@@ -42,7 +42,7 @@ const HOG_RATIO_CAP = 2
 function parseArgs (argv: string[]): { names: string[]; opts: Omit<BenchOptions, 'log'>; hog: 'off' | 'also' | 'only'; hogCore: number } {
   let hog: 'off' | 'also' | 'only' = 'off'
   let hogCore = 0
-  const opts = { rounds: 3, duration: 5, connections: 100, streams: 10_000, webhookJobs: 5000, databaseUrl: process.env.DATABASE_URL || DEFAULT_DATABASE_URL, nodeFlags: (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean) }
+  const opts = { rounds: 3, duration: 5, connections: 100, rate: 0, streams: 10_000, webhookJobs: 5000, databaseUrl: process.env.DATABASE_URL || DEFAULT_DATABASE_URL, nodeFlags: (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean) }
   const names: string[] = []
   const num = (flag: string, v: string | undefined, min: number) => {
     const n = Number(v)
@@ -55,13 +55,14 @@ function parseArgs (argv: string[]): { names: string[]; opts: Omit<BenchOptions,
       case '--rounds': opts.rounds = num(a, argv[++i], 1); break
       case '--duration': opts.duration = num(a, argv[++i], 1); break
       case '--connections': opts.connections = num(a, argv[++i], 1); break
+      case '--rate': opts.rate = num(a, argv[++i], 0); break
       case '--streams': opts.streams = num(a, argv[++i], 10); break
       case '--webhook-jobs': opts.webhookJobs = num(a, argv[++i], 10); break
       case '--hog': hog = 'also'; break
       case '--hog-only': hog = 'only'; break
       case '--hog-core': hogCore = num(a, argv[++i], 0); break
       case '-h': case '--help':
-        process.stdout.write(`usage: npm run bench -- [${ALL.map(s => s.name).join('|')} ...] [--rounds N] [--duration S] [--connections C] [--streams N] [--webhook-jobs N] [--hog | --hog-only] [--hog-core N]\n`)
+        process.stdout.write(`usage: npm run bench -- [${ALL.map(s => s.name).join('|')} ...] [--rounds N] [--duration S] [--connections C] [--rate R] [--streams N] [--webhook-jobs N] [--hog | --hog-only] [--hog-core N]\n`)
         process.exit(0)
         break
       default:
@@ -313,7 +314,7 @@ async function main (): Promise<void> {
   const pinning = runnerCpu === null ? null : { loadGenerator: runnerCpu, measured: serverCpus() }
   // The service inherits the runner's environment (bench/lib/children.ts): FRONTENDS=2 npm run bench ... runs two front-end threads.
   const frontends = process.env.FRONTENDS || '1 (default)'
-  o.log(`bench: ${names.join(', ')}; FRONTENDS=${frontends}; ${o.rounds} rounds, ${o.duration} s runs, ${o.connections} connections, ${o.streams} SSE streams; open-file limit ${fd.soft}${pinning ? `; load generator on CPU ${pinning.loadGenerator}, service and baselines on CPU ${pinning.measured}` : ''}`)
+  o.log(`bench: ${names.join(', ')}; FRONTENDS=${frontends}; ${o.rounds} rounds, ${o.duration} s runs, ${o.connections} connections${o.rate > 0 ? ` at ${o.rate} req/s (job-get, models)` : ''}, ${o.streams} SSE streams; open-file limit ${fd.soft}${pinning ? `; load generator on CPU ${pinning.loadGenerator}, service and baselines on CPU ${pinning.measured}` : ''}`)
   const results: ScenarioResult[] = []
   for (const name of names) {
     const sc = ALL.find(s => s.name === name)!

@@ -32,6 +32,8 @@ declare module 'autocannon' {
     connections?: number
     duration?: number
     amount?: number
+    /** Requests per second in total, over every connection. */
+    overallRate?: number
     pipelining?: number
     timeout?: number
     requests?: Request[]

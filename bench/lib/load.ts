@@ -13,6 +13,8 @@ export interface LoadOptions {
   /** Seconds; ignored when `amount` is set. */
   duration?: number
   amount?: number
+  /** Requests per second in total (autocannon's overallRate); absent or 0: as fast as it goes. */
+  rate?: number
   method?: string
   headers?: Record<string, string>
   body?: string
@@ -44,6 +46,7 @@ export async function load (o: LoadOptions): Promise<Result> {
     opts.setupClient = (client) => { client.setRequests(all[clientNo++ % all.length]) }
   }
   // autocannon reads a present-but-undefined option as a value: set only what is given.
+  if (o.rate !== undefined && o.rate > 0) opts.overallRate = o.rate
   if (o.amount !== undefined) opts.amount = o.amount
   else opts.duration = o.duration
   if (o.method !== undefined) opts.method = o.method

@@ -10,6 +10,13 @@ export interface BenchOptions {
   /** Seconds per autocannon run. */
   duration: number
   connections: number
+  /**
+   * Requests per second in total for each side of the read scenarios (job-get, models); 0: as
+   * fast as the load generator goes. At a rate every side keeps up with, CPU/request is
+   * compared at equal load, where a server's event loop finds as many requests per wake-up as
+   * another's.
+   */
+  rate: number
   /** SSE streams for sse-hold and sse-fanout. */
   streams: number
   /** Completions for the webhooks scenario. */

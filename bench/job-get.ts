@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { startBaseline } from './lib/children.js'
-import { measure } from './lib/load.js'
+import { measure, type LoadOptions } from './lib/load.js'
 import type { Check, Scenario } from './lib/scenario.js'
 import { until } from './lib/scenario.js'
 import { createJobs, seedAccounts } from './lib/seed.js'
@@ -83,10 +83,13 @@ export const scenario: Scenario = {
       uws = await startBaseline('bare uWS hello', 'baselines/uws-static.js', { ROUTE: '/', BODY: '{"hello":"world"}', CONTENT_TYPE: 'application/json; charset=utf-8' })
       const requests = jobs.map(j => ({ method: 'GET', path: `/v1/jobs/${j.id}`, headers: { 'x-api-key': j.key } }))
       const svcLoad = { url: stack.svc.url, connections: o.connections, rate: o.rate, requests }
-      const svcRun = (seconds: number) =>
-        syscalls(stack.svc.pid, () => counted(stack.svc.pid, () => measure(stack.svc.pid, { ...svcLoad, duration: seconds }).then(x => x.m)))
-      const fRun = (seconds: number) => syscalls(fastify!.pid, () => counted(fastify!.pid, () => measure(fastify!.pid, { url: `http://127.0.0.1:${fastify!.port}/`, connections: o.connections, rate: o.rate, duration: seconds }).then(x => x.m)))
-      const uRun = (seconds: number) => syscalls(uws!.pid, () => counted(uws!.pid, () => measure(uws!.pid, { url: `http://127.0.0.1:${uws!.port}/`, connections: o.connections, rate: o.rate, duration: seconds }).then(x => x.m)))
+      // Each side's run, with the optional perf counters (BENCH_PERF, BENCH_SYSCALLS) around it.
+      const runOn = (pid: number, load: LoadOptions) => syscalls(pid, () => counted(pid, () => measure(pid, load).then(x => x.m)))
+      const hello = (b: { pid: number; port: number }) => (seconds: number) =>
+        runOn(b.pid, { url: `http://127.0.0.1:${b.port}/`, connections: o.connections, rate: o.rate, duration: seconds })
+      const svcRun = (seconds: number) => runOn(stack.svc.pid, { ...svcLoad, duration: seconds })
+      const fRun = hello(fastify)
+      const uRun = hello(uws)
       const svcRounds: number[] = []
       const f = fastify
       const u = uws

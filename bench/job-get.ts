@@ -8,8 +8,8 @@
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { startBaseline } from './lib/children.js'
-import { measure, type LoadOptions } from './lib/load.js'
-import type { Check, Scenario } from './lib/scenario.js'
+import { measureRead, type LoadOptions } from './lib/load.js'
+import type { BenchOptions, Check, Scenario } from './lib/scenario.js'
 import { until } from './lib/scenario.js'
 import { createJobs, seedAccounts } from './lib/seed.js'
 import { bootStack } from './lib/stack.js'
@@ -58,6 +58,12 @@ async function syscalls (pid: number, run: () => Promise<Metrics>): Promise<Metr
   return m
 }
 
+/** How the read scenarios' load was held, for the notes. */
+export function rateNote (o: BenchOptions): string {
+  if (o.paced > 0) return `, ${o.paced} req/s evenly spaced for every side (--paced: bench/lib/http-paced.c, latency from each request's due time)`
+  return o.rate > 0 ? `, ${o.rate} req/s for every side (--rate: autocannon's per-second quota)` : ''
+}
+
 export const scenario: Scenario = {
   name: 'job-get',
   title: 'GET /v1/jobs/{id} (1000 jobs, 100 keys)',
@@ -84,7 +90,7 @@ export const scenario: Scenario = {
       const requests = jobs.map(j => ({ method: 'GET', path: `/v1/jobs/${j.id}`, headers: { 'x-api-key': j.key } }))
       const svcLoad = { url: stack.svc.url, connections: o.connections, rate: o.rate, requests }
       // Each side's run, with the optional perf counters (BENCH_PERF, BENCH_SYSCALLS) around it.
-      const runOn = (pid: number, load: LoadOptions) => syscalls(pid, () => counted(pid, () => measure(pid, load).then(x => x.m)))
+      const runOn = (pid: number, load: LoadOptions) => syscalls(pid, () => counted(pid, () => measureRead(pid, load, o.paced)))
       const hello = (b: { pid: number; port: number }) => (seconds: number) =>
         runOn(b.pid, { url: `http://127.0.0.1:${b.port}/`, connections: o.connections, rate: o.rate, duration: seconds })
       const svcRun = (seconds: number) => runOn(stack.svc.pid, { ...svcLoad, duration: seconds })
@@ -103,8 +109,8 @@ export const scenario: Scenario = {
           { metric: 'cpu_us_per_req', kind: 'ratio', baseline: f.name, op: '<=', value: 0.75 },
           { metric: 'p99_ms', kind: 'absolute', op: '<=', value: 10 },
         ],
-        show: ['rps', 'p50_ms', 'p99_ms', 'main_thread_cpu_us_per_req', ...(process.env.BENCH_PERF ? ['kinstr_user_per_req', 'kinstr_kernel_per_req'] : []), ...(process.env.BENCH_SYSCALLS ? ['syscalls_per_req', ...SYSCALLS.map(s => `sys_${s}_per_req`)] : []), 'errors', 'non2xx'],
-        notes: [`${o.connections} connections${o.rate > 0 ? `, ${o.rate} req/s for every side (--rate)` : ''}; the service authenticates every request (SHA-256 of the key, cached key and account), runs the rate limiter, writes X-RateLimit-* and meters it`],
+        show: ['rps', 'p50_ms', 'p99_ms', 'main_thread_cpu_us_per_req', ...(o.paced > 0 ? ['late', 'client_cpu_us_per_req'] : []), ...(process.env.BENCH_PERF ? ['kinstr_user_per_req', 'kinstr_kernel_per_req'] : []), ...(process.env.BENCH_SYSCALLS ? ['syscalls_per_req', ...SYSCALLS.map(s => `sys_${s}_per_req`)] : []), 'errors', 'non2xx'],
+        notes: [`${o.connections} connections${rateNote(o)}; the service authenticates every request (SHA-256 of the key, cached key and account), runs the rate limiter, writes X-RateLimit-* and meters it`],
         after: async () => {
           const bad = svcRounds.reduce((a, b) => a + b, 0)
           const checks: Check[] = [{ metric: 'service answers not 200 (all rounds)', value: bad, target: '= 0', met: bad === 0 }]

@@ -7,7 +7,8 @@ import { writeFileSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startBaseline } from './lib/children.js'
-import { measure } from './lib/load.js'
+import { measureRead } from './lib/load.js'
+import { rateNote } from './job-get.js'
 import type { Scenario } from './lib/scenario.js'
 import { bootStack } from './lib/stack.js'
 
@@ -22,9 +23,8 @@ export const scenario: Scenario = {
     writeFileSync(join(dir, 'models.json'), body)
     const uws = await startBaseline('bare uWS', 'baselines/uws-static.js', { BODY_FILE: join(dir, 'models.json'), CONTENT_TYPE: r.headers.get('content-type') ?? 'application/json' })
     const fastify = await startBaseline('Fastify hello', 'baselines/fastify-hello.js')
-    const run = (pid: number, url: string, seconds: number) => measure(pid, { url, connections: o.connections, rate: o.rate, duration: seconds }).then(x => ({
-      ...x.m, body_bytes: body.length
-    }))
+    const run = async (pid: number, url: string, seconds: number) =>
+      ({ ...await measureRead(pid, { url, connections: o.connections, rate: o.rate, duration: seconds }, o.paced), body_bytes: body.length })
     const side = (name: string, role: 'service' | 'baseline', pid: number, url: string) => ({
       name,
       role,
@@ -38,8 +38,8 @@ export const scenario: Scenario = {
         side(fastify.name, 'baseline', fastify.pid, `http://127.0.0.1:${fastify.port}/`),
       ],
       targets: [{ metric: 'cpu_us_per_req', kind: 'ratio', baseline: uws.name, op: '<=', value: 1.3 }],
-      show: ['rps', 'p50_ms', 'p99_ms', 'cpu_us_per_req', 'main_thread_cpu_us_per_req', 'errors', 'non2xx'],
-      notes: [`body ${body.length} bytes${o.rate > 0 ? `, ${o.rate} req/s for every side (--rate)` : ''}; the service also writes X-Request-Id, CORS, ETag, Vary and Cache-Control headers and meters every request (a public route: no key, no rate window)`],
+      show: ['rps', 'p50_ms', 'p99_ms', 'cpu_us_per_req', 'main_thread_cpu_us_per_req', ...(o.paced > 0 ? ['late', 'client_cpu_us_per_req'] : []), 'errors', 'non2xx'],
+      notes: [`body ${body.length} bytes${rateNote(o)}; the service also writes X-Request-Id, CORS, ETag, Vary and Cache-Control headers and meters every request (a public route: no key, no rate window)`],
       close: async () => { await uws.stop(); await fastify.stop(); await stack.close(); rmSync(dir, { recursive: true, force: true }) },
     }
   },

@@ -42,7 +42,7 @@ const HOG_RATIO_CAP = 2
 function parseArgs (argv: string[]): { names: string[]; opts: Omit<BenchOptions, 'log'>; hog: 'off' | 'also' | 'only'; hogCore: number } {
   let hog: 'off' | 'also' | 'only' = 'off'
   let hogCore = 0
-  const opts = { rounds: 3, duration: 5, connections: 100, rate: 0, streams: 10_000, webhookJobs: 5000, databaseUrl: process.env.DATABASE_URL || DEFAULT_DATABASE_URL, nodeFlags: (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean) }
+  const opts = { rounds: 3, duration: 5, connections: 100, rate: 0, paced: 0, streams: 10_000, webhookJobs: 5000, databaseUrl: process.env.DATABASE_URL || DEFAULT_DATABASE_URL, nodeFlags: (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean) }
   const names: string[] = []
   const num = (flag: string, v: string | undefined, min: number) => {
     const n = Number(v)
@@ -56,13 +56,14 @@ function parseArgs (argv: string[]): { names: string[]; opts: Omit<BenchOptions,
       case '--duration': opts.duration = num(a, argv[++i], 1); break
       case '--connections': opts.connections = num(a, argv[++i], 1); break
       case '--rate': opts.rate = num(a, argv[++i], 0); break
+      case '--paced': opts.paced = num(a, argv[++i], 0); break
       case '--streams': opts.streams = num(a, argv[++i], 10); break
       case '--webhook-jobs': opts.webhookJobs = num(a, argv[++i], 10); break
       case '--hog': hog = 'also'; break
       case '--hog-only': hog = 'only'; break
       case '--hog-core': hogCore = num(a, argv[++i], 0); break
       case '-h': case '--help':
-        process.stdout.write(`usage: npm run bench -- [${ALL.map(s => s.name).join('|')} ...] [--rounds N] [--duration S] [--connections C] [--rate R] [--streams N] [--webhook-jobs N] [--hog | --hog-only] [--hog-core N]\n`)
+        process.stdout.write(`usage: npm run bench -- [${ALL.map(s => s.name).join('|')} ...] [--rounds N] [--duration S] [--connections C] [--rate R | --paced R] [--streams N] [--webhook-jobs N] [--hog | --hog-only] [--hog-core N]\n`)
         process.exit(0)
         break
       default:
@@ -71,6 +72,7 @@ function parseArgs (argv: string[]): { names: string[]; opts: Omit<BenchOptions,
         names.push(a)
     }
   }
+  if (opts.rate > 0 && opts.paced > 0) throw new Error('--rate and --paced both hold a rate (autocannon\'s per-second quota, or evenly spaced): give one')
   return { names: names.length ? names : ALL.map(s => s.name), opts, hog, hogCore }
 }
 
@@ -314,7 +316,7 @@ async function main (): Promise<void> {
   const pinning = runnerCpu === null ? null : { loadGenerator: runnerCpu, measured: serverCpus() }
   // The service inherits the runner's environment (bench/lib/children.ts): FRONTENDS=2 npm run bench ... runs two front-end threads.
   const frontends = process.env.FRONTENDS || '1 (default)'
-  o.log(`bench: ${names.join(', ')}; FRONTENDS=${frontends}; ${o.rounds} rounds, ${o.duration} s runs, ${o.connections} connections${o.rate > 0 ? ` at ${o.rate} req/s (job-get, models)` : ''}, ${o.streams} SSE streams; open-file limit ${fd.soft}${pinning ? `; load generator on CPU ${pinning.loadGenerator}, service and baselines on CPU ${pinning.measured}` : ''}`)
+  o.log(`bench: ${names.join(', ')}; FRONTENDS=${frontends}; ${o.rounds} rounds, ${o.duration} s runs, ${o.connections} connections${o.rate > 0 ? ` at ${o.rate} req/s (job-get, models)` : ''}${o.paced > 0 ? ` paced at ${o.paced} req/s (job-get, models)` : ''}, ${o.streams} SSE streams; open-file limit ${fd.soft}${pinning ? `; load generator on CPU ${pinning.loadGenerator}, service and baselines on CPU ${pinning.measured}` : ''}`)
   const results: ScenarioResult[] = []
   for (const name of names) {
     const sc = ALL.find(s => s.name === name)!

@@ -3,6 +3,7 @@
  * of the PostgreSQL backends of its database) read from /proc before and after.
  */
 import autocannon, { type Options, type Request, type Result } from 'autocannon'
+import { paced, type PacedOptions } from './paced.js'
 import { cpuUs, mainThreadCpuUs, pgBackends, pgDelta, threadsCpuUs } from './proc.js'
 
 export type Metrics = Record<string, number>
@@ -56,27 +57,70 @@ export async function load (o: LoadOptions): Promise<Result> {
   return autocannon(opts)
 }
 
+/** What one run of a load generator reports, whatever the generator. */
+interface Run { answered: number; seconds: number; p50_ms: number; p99_ms: number; errors: number; timeouts: number; non2xx: number }
+
 /**
  * Runs `o` against `pid` and returns req/s, latency percentiles (ms), failures and CPU per
  * answered request (µs); with `database`, PostgreSQL backend CPU per request too.
  */
 export async function measure (pid: number, o: LoadOptions, database?: string): Promise<{ m: Metrics; raw: Result }> {
+  let raw: Result | null = null
+  const m = await accounted(pid, database, async () => {
+    const r = raw = await load(o)
+    const { errors, timeouts, non2xx } = r
+    return { answered: answered(r), seconds: r.duration, p50_ms: r.latency.p50, p99_ms: r.latency.p99, errors, timeouts, non2xx }
+  })
+  return { m, raw: raw! }
+}
+
+/**
+ * The read scenarios' run (job-get, models): autocannon, or with `paced` > 0 the evenly paced
+ * generator at that many requests per second in total (`--paced`).
+ */
+export async function measureRead (pid: number, o: LoadOptions, paced: number): Promise<Metrics> {
+  if (paced <= 0) return (await measure(pid, o)).m
+  if (o.duration === undefined) throw new Error('a paced run needs a duration')
+  return measurePaced(pid, { url: o.url, connections: o.connections, rate: paced, duration: o.duration, headers: o.headers, requests: o.requests })
+}
+
+/**
+ * As measure, with the evenly paced C generator (`--paced`, bench/lib/paced.ts) instead of
+ * autocannon: `late` (requests that left over 1 ms after their due time) and the generator's
+ * own CPU per request besides.
+ */
+export async function measurePaced (pid: number, o: PacedOptions): Promise<Metrics> {
+  let late = 0
+  let clientUs = 0
+  const m = await accounted(pid, undefined, async () => {
+    const r = await paced(o)
+    late = r.late
+    clientUs = r.cpu_us
+    return { answered: r.answered, seconds: r.seconds, p50_ms: r.p50_us / 1000, p99_ms: r.p99_us / 1000, errors: r.errors, timeouts: 0, non2xx: r.non2xx }
+  })
+  m.late = late
+  m.client_cpu_us_per_req = m.requests > 0 ? clientUs / m.requests : NaN
+  return m
+}
+
+/** `run`'s figures with the CPU `pid` (and `database`'s backends) used meanwhile, per answered request. */
+async function accounted (pid: number, database: string | undefined, run: () => Promise<Run>): Promise<Metrics> {
   const pg0 = database ? pgBackends(database) : null
   const c0 = cpuUs(pid)
   const t0 = mainThreadCpuUs(pid)
   const th0 = threadsCpuUs(pid)
-  const r = await load(o)
+  const r = await run()
   const c1 = cpuUs(pid)
   const t1 = mainThreadCpuUs(pid)
   const th1 = threadsCpuUs(pid)
   if (c1 === 0) throw new Error(`process ${pid} exited during the run`)
   const pg1 = database ? pgBackends(database) : null
-  const n = answered(r)
+  const n = r.answered
   const m: Metrics = {
     requests: n,
-    rps: n / r.duration,
-    p50_ms: r.latency.p50,
-    p99_ms: r.latency.p99,
+    rps: n / r.seconds,
+    p50_ms: r.p50_ms,
+    p99_ms: r.p99_ms,
     errors: r.errors,
     timeouts: r.timeouts,
     non2xx: r.non2xx,
@@ -94,5 +138,5 @@ export async function measure (pid: number, o: LoadOptions, database?: string): 
     m.pg_cpu_us_per_req = n > 0 ? pg / n : NaN
     m.total_cpu_us_per_req = n > 0 ? (c1 - c0 + pg) / n : NaN
   }
-  return { m, raw: r }
+  return m
 }

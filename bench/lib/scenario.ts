@@ -17,6 +17,12 @@ export interface BenchOptions {
    * another's.
    */
   rate: number
+  /**
+   * Requests per second in total for each side of job-get and models, evenly spaced (the C
+   * generator, bench/lib/paced.ts); 0: off. Unlike `rate` (autocannon's per-second quota, spent
+   * in a burst), every server sees the same arrival times.
+   */
+  paced: number
   /** SSE streams for sse-hold and sse-fanout. */
   streams: number
   /** Completions for the webhooks scenario. */

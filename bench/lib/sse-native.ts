@@ -4,29 +4,12 @@
  * process per round, driven over stdin/stdout. Null from `nativeClient()` when no compiler is
  * found or the build fails; the scenario then uses the Node client (bench/lib/sse-client.ts).
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
-import { createHash } from 'node:crypto'
-import { existsSync, readFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { DIST } from './children.js'
+import { spawn, type ChildProcess } from 'node:child_process'
+import { buildNative } from './native.js'
 
-const SOURCE = join(DIST, '..', 'bench', 'lib', 'sse-client.c')
-
-let built: string | null | undefined
-
-/** The client's executable, built on first call; null when it cannot be built here. */
+/** The client's executable, built on first call; null when it cannot be built here (or SSE_CLIENT=node). */
 export function nativeClient (): string | null {
-  if (built !== undefined) return built
-  built = null
-  if (process.env.SSE_CLIENT === 'node') return null
-  try {
-    const src = readFileSync(SOURCE)
-    const bin = join(tmpdir(), `genjobs-sse-client-${createHash('sha256').update(src).digest('hex').slice(0, 12)}`)
-    if (!existsSync(bin)) execFileSync(process.env.CC ?? 'cc', ['-O2', '-o', bin, SOURCE], { stdio: 'pipe' })
-    built = bin
-  } catch {}
-  return built
+  return process.env.SSE_CLIENT === 'node' ? null : buildNative('sse-client')
 }
 
 export interface NativeStreams {

@@ -12,9 +12,8 @@ export interface BenchOptions {
   connections: number
   /**
    * Requests per second in total for each side of the read scenarios (job-get, models); 0: as
-   * fast as the load generator goes. At a rate every side keeps up with, CPU/request is
-   * compared at equal load, where a server's event loop finds as many requests per wake-up as
-   * another's.
+   * fast as the load generator goes. autocannon's overallRate is a per-second quota each
+   * connection spends at full speed: a burst every second, not an even load (see `paced`).
    */
   rate: number
   /**

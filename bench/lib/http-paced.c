@@ -17,6 +17,9 @@
  *          "max_us":..,"seconds":..,"cpu_us":..}
  *         `late`: requests that went out more than 1 ms after their due time (no connection free
  *         or the generator itself behind).
+ * PACED_TRACE=<file> (environment): every answer slower than PACED_TRACE_US (default 5000) is
+ *         also written there as "<due> <latency>" in CLOCK_MONOTONIC nanoseconds, to line up with
+ *         `perf record -k CLOCK_MONOTONIC` (what ran on the cores while an answer was late).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -53,6 +56,8 @@ static int *reqlens;
 static int *idle;
 static int nidle;
 static long long *lat;
+/* Due times of the answers (only with PACED_TRACE). */
+static long long *dues;
 static long long sent, answered, non2xx, errors, late;
 static char buf[65536];
 
@@ -88,6 +93,7 @@ static int read_line (char *out, int max) {
 
 /* The answer on `c` is complete: record it and free the connection. */
 static void finish (Conn *c, long long t) {
+  if (dues != NULL) dues[answered] = c->due;
   lat[answered++] = t - c->due;
   if (c->status < 200 || c->status > 299) non2xx++;
   c->busy = 0;
@@ -151,6 +157,8 @@ int main (void) {
   cs = calloc(nconn, sizeof *cs);
   idle = calloc(nconn, sizeof *idle);
   lat = calloc(total + 1, sizeof *lat);
+  const char *trace = getenv("PACED_TRACE");
+  if (trace != NULL && *trace) dues = calloc(total + 1, sizeof *dues);
   ep = epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) die("epoll_create1");
   for (int i = 0; i < nconn; i++) {
@@ -222,6 +230,14 @@ int main (void) {
   getrusage(RUSAGE_SELF, &ru1);
   long long cpu = (ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) * 1000000LL + (ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) +
                   (ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) * 1000000LL + (ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec);
+  if (dues != NULL) {
+    FILE *f = fopen(trace, "a");
+    if (f == NULL) die("PACED_TRACE");
+    const char *us = getenv("PACED_TRACE_US");
+    const long long over = (us != NULL && *us ? atoll(us) : 5000) * 1000LL;
+    for (long long i = 0; i < answered; i++) if (lat[i] > over) fprintf(f, "%lld %lld\n", dues[i], lat[i]);
+    fclose(f);
+  }
   qsort(lat, answered, sizeof *lat, cmp);
   long long p50 = answered ? lat[(answered - 1) * 50 / 100] : 0;
   long long p99 = answered ? lat[(answered - 1) * 99 / 100] : 0;

@@ -9,8 +9,7 @@ import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { startBaseline } from './lib/children.js'
 import { measureRead, type LoadOptions } from './lib/load.js'
-import type { BenchOptions, Check, Scenario } from './lib/scenario.js'
-import { until } from './lib/scenario.js'
+import { rateNote, until, type Check, type Scenario } from './lib/scenario.js'
 import { createJobs, seedAccounts } from './lib/seed.js'
 import { bootStack } from './lib/stack.js'
 
@@ -56,12 +55,6 @@ async function syscalls (pid: number, run: () => Promise<Metrics>): Promise<Metr
   m.syscalls_per_req = count('raw_syscalls:sys_enter') / m.requests
   for (const s of SYSCALLS) m[`sys_${s}_per_req`] = count(`syscalls:sys_enter_${s}`) / m.requests
   return m
-}
-
-/** How the read scenarios' load was held, for the notes. */
-export function rateNote (o: BenchOptions): string {
-  if (o.paced > 0) return `, ${o.paced} req/s evenly spaced for every side (--paced: bench/lib/http-paced.c, latency from each request's due time)`
-  return o.rate > 0 ? `, ${o.rate} req/s for every side (--rate: autocannon's per-second quota)` : ''
 }
 
 export const scenario: Scenario = {

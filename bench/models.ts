@@ -8,8 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startBaseline } from './lib/children.js'
 import { measureRead } from './lib/load.js'
-import { rateNote } from './job-get.js'
-import type { Scenario } from './lib/scenario.js'
+import { rateNote, type Scenario } from './lib/scenario.js'
 import { bootStack } from './lib/stack.js'
 
 export const scenario: Scenario = {

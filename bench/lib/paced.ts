@@ -62,7 +62,8 @@ export async function paced (o: PacedOptions): Promise<PacedResult> {
   let err = ''
   child.stdout.setEncoding('utf8').on('data', (d: string) => { out += d })
   child.stderr.setEncoding('utf8').on('data', (d: string) => { err += d })
-  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+  // 'close', not 'exit': the JSON line is only all read once stdout has ended.
+  const exited = new Promise<number | null>((resolve) => child.once('close', resolve))
   child.stdin.end(Buffer.concat(parts))
   const code = await exited
   if (code !== 0) throw new Error(`paced load generator exited with ${code}: ${err.trim()}`)

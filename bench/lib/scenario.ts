@@ -73,6 +73,12 @@ export interface Scenario {
   prepare: (o: BenchOptions) => Promise<Prepared | { skip: string }>
 }
 
+/** How the read scenarios' load was held (job-get, models), for their notes. */
+export function rateNote (o: BenchOptions): string {
+  if (o.paced > 0) return `, ${o.paced} req/s evenly spaced for every side (--paced: bench/lib/http-paced.c, latency from each request's due time)`
+  return o.rate > 0 ? `, ${o.rate} req/s for every side (--rate: autocannon's per-second quota)` : ''
+}
+
 export function median (xs: number[]): number {
   const v = xs.filter(x => Number.isFinite(x)).sort((a, b) => a - b)
   if (v.length === 0) return NaN

@@ -26,6 +26,8 @@ import { Tickets } from './http/tickets.js'
 import { RedisBus } from './redis.js'
 import { RedisRateLimiter } from './http/rate-limit-redis.js'
 import { MemoryLoginThrottle, RedisLoginThrottle } from './http/login-throttle.js'
+import { MemorySignupThrottle, MemoryWindow, RedisSignupThrottle } from './http/address-window.js'
+import { CALLBACK_REFUSALS_PER_MINUTE } from './http/routes/providers.js'
 import { createStorage } from './storage/index.js'
 import { UploadSweeper } from './storage/sweeper.js'
 import { Metrics } from './metrics.js'
@@ -95,9 +97,10 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     databaseUrl = embedded.url
     log.info({ dataDir: config.dataDir }, 'embedded PostgreSQL started (set DATABASE_URL to use your own)')
   }
-  // A driver fault during a database outage must not take the process down (issue 15); only
-  // installed when nobody else (a test runner) handles uncaught exceptions already.
-  if (process.listenerCount('uncaughtException') === 0) containDriverFaults((msg, err) => log.error({ err }, msg))
+  // Neither a driver fault during a database outage nor an error escaping one request takes the
+  // process down (docs/operations.md "Hostile input"); only installed when nobody else (a test
+  // runner) handles uncaught exceptions already.
+  if (process.listenerCount('uncaughtException') === 0) containDriverFaults((msg, err) => log.error({ err }, msg), true)
   const sql: Sql = connect(databaseUrl, { max: 10, stallMs: config.dbStallTimeoutMs })
   const applied = await migrate(sql)
   if (applied.length) log.info({ applied }, 'migrations applied')
@@ -201,6 +204,8 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     providers, config, sql, dbHealth, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, bus,
     redisLimiter: bus ? new RedisRateLimiter(bus.pub, config.redisPrefix) : null,
     loginThrottle: bus ? new RedisLoginThrottle(bus.pub, config.redisPrefix) : new MemoryLoginThrottle(Math.floor(authBudget / 4)),
+    signupThrottle: bus ? new RedisSignupThrottle(bus.pub, config.redisPrefix) : new MemorySignupThrottle(),
+    callbackRefusals: new MemoryWindow(CALLBACK_REFUSALS_PER_MINUTE, 60_000),
     nodeId, tickets: new Tickets(jwtSecret),
     metrics, version: await readVersion()
   }
@@ -252,6 +257,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
         'login.check': (r) => services.loginThrottle.check(r.email, r.ip),
         'login.failed': async (r) => { await services.loginThrottle.failed(r.email, r.ip); return null },
         'login.succeeded': async (r) => { await services.loginThrottle.succeeded(r.email); return null },
+        'signup.take': (r) => services.signupThrottle.take(r.ip),
         'metrics.scrape': () => metrics.scrape(),
         'metering.flush': async (r) => { await (r.accountId === null ? metering.flush() : metering.flushFor(r.accountId)); return null },
       },

@@ -98,3 +98,11 @@ export function isErrorCode (code: unknown): code is ErrorCode {
 export function errorFromWire (code: string, message: string, extra?: ErrorExtra): ApiError {
   return new ApiError(isErrorCode(code) ? code : 'INTERNAL_ERROR', message, extra)
 }
+
+/**
+ * An account whose email is not verified creates no job, batch or upload, whatever its
+ * credential (docs/api.md "Accounts"): 403 NOT_ELIGIBLE, reason `email_unverified`.
+ */
+export function emailUnverified (what = 'create jobs or uploads'): ApiError {
+  return new ApiError('NOT_ELIGIBLE', `This account's email is not verified yet, so it cannot ${what}; once it is verified, try again`, { reason: 'email_unverified', reasons: ['email_unverified'] })
+}

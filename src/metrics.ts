@@ -4,6 +4,7 @@ import { Counter, Gauge, Registry } from 'prom-client'
 import type { Sql } from './db/connect.js'
 import { Hist, threadSnapshot, type HistSnap, type StatsSnapshot } from './worker-stats.js'
 import type { FrontendStats } from './frontend/protocol.js'
+import { escaped } from './escaped.js'
 
 /** One exposition row as prom-client's Registry reads it. */
 interface Row { value: number; labels: Record<string, string | number>; metricName?: string }
@@ -137,6 +138,8 @@ export class Metrics {
       }
       return [...m.values()]
     }))
+    reg(new Collected('genjobs_uncaught_errors_total', 'Errors that escaped a request or callback and were contained without stopping the process (logged with their stack)', 'counter', () =>
+      [{ labels: {}, value: [this.stats(), ...this.fronts].reduce((n, f) => n + f.escaped, 0) }]))
     reg(new Collected('genjobs_http_request_duration_seconds', 'Time from request to answer, by route pattern', 'histogram', () => {
       const m = new Map<string, HistSnap>()
       for (const f of [this.stats(), ...this.fronts]) for (const [route, h] of f.durations) addHist(m, route, h)
@@ -228,7 +231,7 @@ export class Metrics {
     const created: FrontendStats['created'] = []
     for (const [type, byModel] of this.createdCells) for (const [model, c] of byModel) created.push([type, model, c.n])
     const refusals: FrontendStats['refusals'] = [...this.refusalCells].map(([code, c]) => [code, c.n])
-    return { requests, durations, created, refusals, sseOpen }
+    return { requests, durations, created, refusals, sseOpen, escaped: escaped.count }
   }
 
   jobFinished (status: string): void { this.finished.labels(status).inc() }

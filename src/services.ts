@@ -2,6 +2,7 @@ import type { Logger } from 'pino'
 import type { Config } from './config.js'
 import type { DbHealth, Sql } from './db/connect.js'
 import type { LoginThrottle } from './http/login-throttle.js'
+import type { MemoryWindow, SignupThrottle } from './http/address-window.js'
 import type { Shards } from './actors/shard-pool.js'
 import type { Authenticator } from './http/auth.js'
 import type { Limiter } from './frontend/shared-limits.js'
@@ -37,6 +38,10 @@ export interface Services {
   redisLimiter: RedisRateLimiter | null
   /** Failed-login counts per account and address (issue 15 point 5): Redis with REDIS_URL, else memory. */
   loginThrottle: LoginThrottle
+  /** Signups per client address (Redis with REDIS_URL, else the main thread's). */
+  signupThrottle: SignupThrottle
+  /** Refused provider callbacks per client address, in this thread (src/http/routes/providers.ts). */
+  callbackRefusals: MemoryWindow
   /** This node's id (NODE_ID, else kept in DATA_DIR/node-id). */
   nodeId: string
   /** Open SSE streams of this node. */

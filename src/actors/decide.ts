@@ -1,4 +1,4 @@
-import { ApiError } from '../errors.js'
+import { ApiError, emailUnverified } from '../errors.js'
 import type { AccountView, JobCaller, JobSpec } from '../domain.js'
 
 /**
@@ -22,6 +22,7 @@ export function isTrialVideo (a: AccountView, spec: JobSpec): boolean {
 /** Ban, credit lock and the one free video. */
 export function refuseAccount (a: AccountView, held: Held, spec: JobSpec): ApiError | null {
   if (a.banned) return new ApiError('ACCOUNT_BANNED')
+  if (!a.email_verified) return emailUnverified()
   if (a.credits_locked) return new ApiError('NOT_ELIGIBLE', 'Credits on this account are locked', { reason: 'credits_locked', reasons: ['credits_locked'] })
   if (isTrialVideo(a, spec) && a.free_videos_used + held.trialVideos >= 1) return trialUsed()
   return null

@@ -1,6 +1,7 @@
 import { connect as netConnect, type Socket } from 'node:net'
 import postgres from 'postgres'
 import { ApiError } from '../errors.js'
+import { containEscaped } from '../escaped.js'
 
 export type Sql = postgres.Sql<Record<string, never>>
 /** A transaction handle (inside `sql.begin`). */
@@ -169,12 +170,14 @@ export function isDriverFault (err: unknown): boolean {
 let contained = false
 
 /**
- * Installs, once per thread, the last line of defence for a database outage: an exception the
- * driver throws from its own timers, or a connection error nobody awaits any more, is logged
- * and the thread carries on (its actors and their state survive); any other uncaught exception
- * still ends the thread as before.
+ * Installs, once per thread, the last line of defence: an exception the driver throws from its
+ * own timers during a database outage, or a connection error nobody awaits any more, is logged
+ * and the thread carries on (its actors and their state survive). Any other uncaught exception
+ * is contained too where `containOthers` (the main thread, which serves connections: no single
+ * request may stop the process; logged and counted as genjobs_uncaught_errors_total), and ends
+ * the thread otherwise (worker threads, which their pool restarts from PostgreSQL's state).
  */
-export function containDriverFaults (log: (msg: string, err: unknown) => void): void {
+export function containDriverFaults (log: (msg: string, err: unknown) => void, containOthers = false): void {
   if (contained) return
   contained = true
   process.on('uncaughtException', (err) => {
@@ -184,6 +187,7 @@ export function containDriverFaults (log: (msg: string, err: unknown) => void): 
     // the first outcome). Node reports that rejection here; it carries no state of ours, so it
     // must not end the process (chaos outage: the main thread exited on one).
     if (isDbUnavailable(err)) { log('database error with no waiting caller during an outage contained', err); return }
+    if (containOthers) { containEscaped(err, { error: (o, m) => log(m, (o as { err: unknown }).err) }, 'uncaughtException'); return }
     process.stderr.write(`uncaught exception: ${err?.stack ?? err}\n`)
     process.exit(1)
   })

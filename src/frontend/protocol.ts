@@ -16,6 +16,7 @@ export interface MainCalls {
   'login.check': { req: { email: string; ip: string }; res: number }
   'login.failed': { req: { email: string; ip: string }; res: null }
   'login.succeeded': { req: { email: string }; res: null }
+  'signup.take': { req: { ip: string }; res: number }
   /** Flush every thread's metering buffer (all rows, or one account's): src/frontend/metering.ts. */
   'metering.flush': { req: { accountId: number | null }; res: null }
   /** The exposition text of the whole process (every thread summed). */
@@ -40,6 +41,8 @@ export interface FrontendStats {
   created: Array<[type: string, model: string, n: number]>
   refusals: Array<[code: string, n: number]>
   sseOpen: number
+  /** Errors contained in this thread (src/escaped.ts). */
+  escaped: number
 }
 
 export type Call<C> = { [K in keyof C & string]: { t: 'call'; id: number; op: K; req: C[K] extends { req: infer R } ? R : never } }[keyof C & string]

@@ -10,6 +10,8 @@ import { SseHub } from '../http/sse.js'
 import { Tickets } from '../http/tickets.js'
 import { RedisRateLimiter } from '../http/rate-limit-redis.js'
 import { RedisLoginThrottle, type LoginThrottle } from '../http/login-throttle.js'
+import { MemoryWindow, RedisSignupThrottle, type SignupThrottle } from '../http/address-window.js'
+import { CALLBACK_REFUSALS_PER_MINUTE } from '../http/routes/providers.js'
 import { JobCache } from '../jobs/cache.js'
 import { ThreadedMetering } from './metering.js'
 import { Metrics } from '../metrics.js'
@@ -18,6 +20,7 @@ import { createStorage } from '../storage/index.js'
 import type { Services } from '../services.js'
 import { ThreadBus } from './bus.js'
 import type { FrontendCalls, FrontendInit, MainCalls, ToFrontend, ToMain } from './protocol.js'
+import { containEscaped } from '../escaped.js'
 import { Rpc } from './rpc.js'
 import { ShardClient } from './shard-client.js'
 import { SharedRateLimiter, SharedStreamCounts } from './shared-limits.js'
@@ -37,9 +40,14 @@ let server: HttpServer | null = null
 // open, or Node aborts the whole process), then exit; the main thread restarts this one and
 // the port keeps being served by the other threads meanwhile.
 // The database outage faults src/db/connect.ts containDriverFaults contains are contained here too.
+/** The test hook's failure: the one uncaught error that still restarts the thread. */
+class RequestedCrash extends Error {}
 let failed = false
 process.on('uncaughtException', (err) => {
   if (isDriverFault(err) || isDbUnavailable(err)) { log.error({ err }, 'database fault during an outage contained'); return }
+  // No request stops a front end (docs/operations.md "Hostile input"): an error that escaped one
+  // is logged and counted, and this thread's other connections go on being served.
+  if (!(err instanceof RequestedCrash)) { containEscaped(err, log, 'uncaughtException'); return }
   log.error({ err }, 'front-end thread failed; restarting it')
   if (failed) return
   failed = true
@@ -66,7 +74,7 @@ const rpc: Rpc<MainCalls, FrontendCalls> = new Rpc<MainCalls, FrontendCalls>(pos
   stats: async () => metrics.stats(sse.size),
   'metering.flush': async (r) => { await metering.localFlush(r.accountId); return null },
   close: async () => { await close(); return null },
-  crash: async () => { setImmediate(() => { throw new Error('front-end crash requested (test hook)') }); return null },
+  crash: async () => { setImmediate(() => { throw new RequestedCrash('front-end crash requested (test hook)') }); return null },
 })
 metrics.delegate = () => rpc.call('metrics.scrape', {})
 metering.peers = async (accountId) => { await rpc.call('metering.flush', { accountId }) }
@@ -86,6 +94,7 @@ const loginThrottle: LoginThrottle = redis ? new RedisLoginThrottle(redis, confi
   failed: async (email, ip) => { await rpc.call('login.failed', { email, ip }) },
   succeeded: async (email) => { await rpc.call('login.succeeded', { email }) },
 }
+const signupThrottle: SignupThrottle = redis ? new RedisSignupThrottle(redis, config.redisPrefix) : { take: (ip) => rpc.call('signup.take', { ip }) }
 
 parentPort!.on('message', (m: ToFrontend) => {
   if (m.t === 'shard') shards.attach(m.shard, m.port)
@@ -114,6 +123,8 @@ const services: Services = {
   bus: null,
   redisLimiter: redis ? new RedisRateLimiter(redis, config.redisPrefix) : null,
   loginThrottle,
+  signupThrottle,
+  callbackRefusals: new MemoryWindow(CALLBACK_REFUSALS_PER_MINUTE, 60_000),
   nodeId: init.nodeId,
   tickets: new Tickets(init.jwtSecret),
   metrics,

@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
-import { ApiError } from '../errors.js'
+import { ApiError, emailUnverified } from '../errors.js'
 import type { Sql } from '../db/connect.js'
 import { findAccountById } from '../db/accounts.js'
 import { findKeyByHash } from '../db/keys.js'
@@ -136,6 +136,13 @@ export class Authenticator {
   private reload<K, V> (map: ByteLru<K, Cached<V>>, k: K, c: Cached<V>, now: number, load: (k: K) => Promise<V>): void {
     c.reloading = true
     load(k).then((v) => { if (map.get(k) === c && v !== null) map.set(k, { v, at: now }) }, () => {}).finally(() => { c.reloading = false })
+  }
+
+  /** 403 NOT_ELIGIBLE `email_unverified` unless the caller's account has a verified email (the admin has no account). */
+  async requireVerified (caller: Caller, what?: string): Promise<void> {
+    if (caller.kind === 'admin') return
+    const a = await this.account(caller.accountId)
+    if (a !== null && !a.emailVerified) throw emailUnverified(what)
   }
 
   async account (id: number): Promise<AccountFlags | null> {

@@ -1,36 +1,188 @@
 import type { HttpResponse } from 'uWebSockets.js'
+import { Readable } from 'node:stream'
 import { ApiError } from '../errors.js'
 
-/** JSON bodies are capped at 1 MB (SPEC.md section 8). */
+/** JSON bodies are capped at 1 MB (docs/api.md "Limits"). */
 export const JSON_BODY_LIMIT = 1024 * 1024
 
 /**
- * Reads a request body, enforcing the cap while streaming: the promise rejects with
- * PAYLOAD_TOO_LARGE as soon as the running total crosses `limit`, without buffering the rest.
- * Must be called synchronously in the uWS handler (before any await).
+ * Lingering close (docs/decisions.md "Answers before the body was read"): an answer that is
+ * ready while the body is still arriving waits until the body has been read and dropped, so a
+ * client that writes its whole body before reading (Node's http, HTTP/1.0 clients, proxies that
+ * send `Connection: close`) reads the answer instead of a write error. Bounded: at most
+ * LINGER_BYTES more are read and at most LINGER_MS waited; past either, the answer goes out and
+ * the connection is closed (as nginx's lingering_time does). Only for requests that said
+ * `Connection: close`: uWS closes those right after the answer, while on a keep-alive
+ * connection it goes on reading the body after an early answer (so a client that reads while
+ * it writes gets the answer at once).
  */
-export function readBody (res: HttpResponse, limit: number, onTooLarge?: () => void): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    let chunks: Buffer[] | null = []
-    let total = 0
+export const LINGER_BYTES = 16 * 1024 * 1024
+export const LINGER_MS = 10_000
+
+/** Why a body stopped being delivered to its consumer. */
+export class BodyClosed extends Error {
+  readonly code = 'BODY_CLOSED'
+}
+
+/**
+ * The one reader of a request body: uWS's single onData handler for the request, attached
+ * before the first await (uWS drops data that arrives with no handler). It feeds one consumer,
+ * chosen once: the whole body buffered up to a cap (`read`, JSON routes) or a Readable with
+ * backpressure (`stream`, raw routes). After `drop()` it keeps reading and discards.
+ *
+ * uWS throws when a response that was answered or aborted is touched, and a throw out of a
+ * uWS callback is an uncaught exception: after `settle()` this class never touches the
+ * response again, and every call into it is guarded as well.
+ */
+export class RequestBody {
+  /** Bytes received so far. */
+  received = 0
+  /** The last chunk arrived. */
+  ended = false
+  /** The response was answered or aborted: pause/resume are never called again. */
+  private settled = false
+  private paused = false
+  private chunks: Buffer[] | null = null
+  private limit = 0
+  private onRead: ((err: Error | null, body?: Buffer) => void) | null = null
+  private readable: Readable | null = null
+  private dropping = false
+  private dropUntil = Infinity
+  private onDrained: (() => void) | null = null
+
+  /**
+   * `declared` is the request's Content-Length (NaN when chunked). `onFault` gets whatever a
+   * consumer throws while a chunk is handed to it (a 'data' listener runs inside push()): it is
+   * reported there and the rest of the body is dropped, never thrown out of uWS's callback.
+   */
+  constructor (private readonly res: HttpResponse, readonly declared: number, readonly lingers: boolean, onFault: (err: unknown) => void) {
     res.onData((ab, isLast) => {
-      if (chunks === null) return
-      total += ab.byteLength
-      if (total > limit) {
-        chunks = null
-        onTooLarge?.()
-        reject(new ApiError('PAYLOAD_TOO_LARGE', `Body exceeds ${limit} bytes`))
-        return
-      }
-      // uWS reuses the ArrayBuffer after this callback returns: copy it.
-      chunks.push(Buffer.from(ab.slice(0)))
-      if (isLast) {
-        const c = chunks
-        chunks = null
-        resolve(c.length === 1 ? c[0] : Buffer.concat(c, total))
+      try { this.data(ab, isLast) } catch (err) {
+        this.dropping = true
+        try { this.stopConsumers(new BodyClosed('the body consumer failed')) } catch {}
+        this.resume()
+        onFault(err)
       }
     })
-  })
+  }
+
+  /** The whole body, rejected with PAYLOAD_TOO_LARGE as soon as it crosses `limit` (the rest is dropped). */
+  read (limit: number): Promise<Buffer> {
+    this.limit = limit
+    this.chunks = []
+    return new Promise((resolve, reject) => {
+      this.onRead = (err, body) => { if (err) reject(err); else resolve(body!) }
+      if (this.ended) this.deliverRead()
+    })
+  }
+
+  /** The body as a Readable; the socket is paused while its buffer is full. */
+  stream (): Readable {
+    const r = new Readable({
+      highWaterMark: 256 * 1024,
+      read: () => { if (this.paused) this.resume() },
+    })
+    this.readable = r
+    return r
+  }
+
+  /**
+   * Stops delivering to the consumer and reads the rest of the body into nothing. Resolves
+   * true once the body has ended, false when `maxBytes` more were read or `maxMs` passed first
+   * (or the client went away).
+   */
+  drop (maxBytes = LINGER_BYTES, maxMs = LINGER_MS): Promise<boolean> {
+    this.stopConsumers(new BodyClosed('the request was answered before its body was read'))
+    this.dropping = true
+    if (this.ended) return Promise.resolve(true)
+    if (this.settled) return Promise.resolve(false)
+    this.resume()
+    this.dropUntil = this.received + maxBytes
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => { this.onDrained = null; resolve(false) }, maxMs)
+      this.onDrained = () => { clearTimeout(timer); resolve(this.ended) }
+    })
+  }
+
+  /**
+   * Stops delivering and reads the rest into nothing, without waiting for it: for an answer
+   * written at once (uWS goes on reading a keep-alive request's body after the answer).
+   */
+  discard (): void {
+    this.stopConsumers(new BodyClosed('the request was answered before its body was read'))
+    this.dropping = true
+    this.resume()
+  }
+
+  /** The answer was written or the client went away: never touch the response again. */
+  settle (aborted: boolean): void {
+    this.settled = true
+    if (aborted) {
+      this.stopConsumers(new ApiError('VALIDATION_ERROR', 'Client closed the connection before the body was complete'))
+      const f = this.onDrained
+      this.onDrained = null
+      f?.()
+    }
+  }
+
+  private stopConsumers (err: Error): void {
+    if (this.onRead !== null) {
+      const f = this.onRead
+      this.onRead = null
+      this.chunks = null
+      f(err)
+    }
+    if (this.readable !== null) {
+      const r = this.readable
+      this.readable = null
+      if (!r.destroyed && !r.readableEnded) r.destroy(err)
+    }
+  }
+
+  private data (ab: ArrayBuffer, isLast: boolean): void {
+    this.received += ab.byteLength
+    if (isLast) this.ended = true
+    if (this.chunks !== null) {
+      if (this.received > this.limit) {
+        this.dropping = true
+        this.stopConsumers(new ApiError('PAYLOAD_TOO_LARGE', `Body exceeds ${this.limit} bytes`))
+      } else {
+        // uWS reuses the ArrayBuffer after this callback returns: copy it.
+        this.chunks.push(Buffer.from(ab.slice(0)))
+        if (isLast && this.onRead !== null) this.deliverRead()
+      }
+    } else if (this.readable !== null) {
+      const r = this.readable
+      const more = r.push(Buffer.from(ab.slice(0)))
+      if (isLast) { this.readable = null; r.push(null) } else if (!more) this.pause()
+    }
+    if (this.onDrained !== null && (isLast || this.received >= this.dropUntil)) {
+      const f = this.onDrained
+      this.onDrained = null
+      f()
+    }
+  }
+
+  private deliverRead (): void {
+    const c = this.chunks!
+    const f = this.onRead!
+    this.chunks = null
+    this.onRead = null
+    f(null, c.length === 1 ? c[0] : Buffer.concat(c, this.received))
+  }
+
+  private pause (): void {
+    if (this.settled || this.paused || this.dropping) return
+    this.paused = true
+    try { this.res.pause() } catch { this.settled = true }
+  }
+
+  private resume (): void {
+    if (!this.paused) return
+    this.paused = false
+    if (this.settled) return
+    try { this.res.resume() } catch { this.settled = true }
+  }
 }
 
 /** Parses a JSON body; an empty body is `undefined`. Malformed JSON is 400 VALIDATION_ERROR. */
@@ -53,15 +205,20 @@ export function parseJson (buf: Buffer): unknown {
   return value
 }
 
-/** JSON Pointer of the first string (value or key) containing U+0000, or null. */
-function nulPath (v: unknown, path: string): string | null {
-  if (typeof v === 'string') return v.includes('\u0000') ? path : null
-  if (v === null || typeof v !== 'object') return null
-  for (const [k, x] of Object.entries(v)) {
-    const p = `${path}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`
-    if (k.includes('\u0000')) return p
-    const r = nulPath(x, p)
-    if (r !== null) return r
+/** JSON Pointer of the first string (value or key) containing U+0000, or null. Iterative: a deeply nested body cannot overflow the stack. */
+function nulPath (root: unknown, rootPath: string): string | null {
+  // [value, its pointer, whether its own key holds U+0000]
+  const stack: Array<[unknown, string, boolean]> = [[root, rootPath, false]]
+  while (stack.length > 0) {
+    const [v, path, badKey] = stack.pop()!
+    if (badKey) return path
+    if (typeof v === 'string') { if (v.includes('\u0000')) return path; continue }
+    if (v === null || typeof v !== 'object') continue
+    const entries = Object.entries(v)
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [k, x] = entries[i]
+      stack.push([x, `${path}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`, k.includes('\u0000')])
+    }
   }
   return null
 }

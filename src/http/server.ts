@@ -1,35 +1,16 @@
 import uWS, { type HttpRequest, type HttpResponse, type TemplatedApp } from 'uWebSockets.js'
-import { Readable } from 'node:stream'
+import type { Readable } from 'node:stream'
 import type { ValidateFunction } from 'ajv'
 import { ApiError } from '../errors.js'
 import { dbUnavailable, isDbUnavailable } from '../db/connect.js'
 import type { Services } from '../services.js'
 import type { RequestCell } from '../metrics.js'
-import { JSON_BODY_LIMIT, parseJson, readBody } from './body.js'
+import { JSON_BODY_LIMIT, LINGER_BYTES, parseJson, RequestBody } from './body.js'
+import { containEscaped } from '../escaped.js'
 import { CONTENT_TYPE, negotiate, serialize, writeResponse, type Format } from './respond.js'
 import type { Caller, Reply, Route, RouteContext } from './route.js'
 import { check, compileBody, compileQuery } from './validate.js'
 import { HEADER_NAMES, headerBlock, IdDigits, REQUEST_ID_HEADER } from './fast-headers.js'
-
-/**
- * A raw request body as a Readable, attached before the first await (uWS drops data that
- * arrives with no onData handler). Backpressure: the socket is paused while the stream's
- * buffer is full and resumed when the consumer reads.
- */
-function streamBody (res: HttpResponse): Readable {
-  let paused = false
-  let ended = false
-  const stream = new Readable({
-    highWaterMark: 256 * 1024,
-    read () { if (paused && !ended) { paused = false; res.resume() } },
-  })
-  res.onData((ab, isLast) => {
-    if (ended) return
-    const more = stream.push(Buffer.from(ab.slice(0)))
-    if (isLast) { ended = true; stream.push(null) } else if (!more && !paused) { paused = true; res.pause() }
-  })
-  return stream
-}
 
 /** Retry-After (seconds) on every 500 and 503 without a more specific one. */
 const RETRY_AFTER_5XX_S = 1
@@ -100,6 +81,10 @@ interface Exchange {
   paramError: ApiError | null
   /** Route pattern for metrics ('unmatched' for the 404 catch-all). */
   route: string
+  /** The request body's reader, on POST/PATCH/PUT routes. */
+  body: RequestBody | null
+  /** The answer was written (or is waiting for the body to be read): nothing may write again. */
+  answered: boolean
 }
 
 /**
@@ -237,7 +222,7 @@ export class HttpServer {
       // Refused: the ordinary error answer (rare, so the Exchange costs nothing that matters).
       const ex: Exchange = {
         route: c.route.path, res, aborted: false, format: toon ? 'toon' : 'json', requestId: own ? given : this.generatedId(reqNum), reqNum, c, started,
-        caller: caller!, rate: { limit, remaining: 0 }, abortHooks: null, wrote: false, paramError: null
+        caller: caller!, rate: { limit, remaining: 0 }, abortHooks: null, wrote: false, paramError: null, body: null, answered: false
       }
       const e = new ApiError('RATE_LIMIT_EXCEEDED', `Rate limit of ${limit} requests per minute exceeded; retry in ${-remaining} s`, { retry_after: -remaining })
       e.headers = { 'Retry-After': String(-remaining) }
@@ -283,9 +268,10 @@ export class HttpServer {
   }
 
   private begin (res: HttpResponse, req: HttpRequest, route = 'unmatched'): Exchange {
-    const ex: Exchange = { route, res, aborted: false, format: 'json', requestId: '', reqNum: NaN, c: null, started: performance.now(), caller: null, rate: null, abortHooks: null, wrote: false, paramError: null }
+    const ex: Exchange = { route, res, aborted: false, format: 'json', requestId: '', reqNum: NaN, c: null, started: performance.now(), caller: null, rate: null, abortHooks: null, wrote: false, paramError: null, body: null, answered: false }
     res.onAborted(() => {
       ex.aborted = true
+      ex.body?.settle(true)
       if (ex.abortHooks) for (const fn of ex.abortHooks.splice(0)) { try { fn() } catch {} }
     })
     const given = req.getHeader(H_REQUEST_ID)
@@ -324,23 +310,17 @@ export class HttpServer {
     }
 
     let body: Promise<Buffer> | undefined
-    if (BODY_METHODS.has(c.route.method) && !c.route.rawBody) {
-      const declared = Number(headers['content-length'])
-      if (Number.isFinite(declared) && declared > JSON_BODY_LIMIT) {
+    let bodyStream: Readable | undefined
+    if (BODY_METHODS.has(c.route.method)) {
+      const declared = headers['content-length'] === undefined ? NaN : Number(headers['content-length'])
+      const lingers = headers.connection !== undefined && /\bclose\b/i.test(headers.connection)
+      const rb = ex.body = new RequestBody(res, declared, lingers, (err) => this.bodyFault(ex, err))
+      if (c.route.rawBody) bodyStream = rb.stream()
+      else if (Number.isFinite(declared) && declared > JSON_BODY_LIMIT) {
         this.fail(ex, new ApiError('PAYLOAD_TOO_LARGE', `JSON body exceeds ${JSON_BODY_LIMIT} bytes`), c.route.method, c.route.path)
         return
-      }
-      const read = readBody(res, JSON_BODY_LIMIT)
-      // uWS never delivers the rest of a body whose client went away: settle the read then, or
-      // the request would stay in flight forever (and graceful shutdown would wait it out).
-      body = new Promise<Buffer>((resolve, reject) => {
-        read.then(resolve, reject)
-        ;(ex.abortHooks ??= []).push(() => reject(new ApiError('VALIDATION_ERROR', 'Client closed the connection before the body was complete')))
-      })
+      } else body = rb.read(JSON_BODY_LIMIT)
     }
-
-    let bodyStream: Readable | undefined
-    if (BODY_METHODS.has(c.route.method) && c.route.rawBody) bodyStream = streamBody(res)
 
     const ctx: RouteContext = {
       method: head ? 'HEAD' : c.route.method,
@@ -370,9 +350,7 @@ export class HttpServer {
     this.inFlight++
     this.run(c, ex, ctx, body, rawQuery === '')
       .catch((err) => this.fail(ex, err, c.route.method, c.route.path, false, ctx))
-      .finally(() => {
-        if (--this.inFlight === 0 && this.drainWaiters.length > 0) for (const w of this.drainWaiters.splice(0)) w()
-      })
+      .finally(() => this.release())
   }
 
   private async run (c: Compiled, ex: Exchange, ctx: RouteContext, body: Promise<Buffer> | undefined, noQuery: boolean): Promise<void> {
@@ -438,7 +416,10 @@ export class HttpServer {
   }
 
   private send (ex: Exchange, reply: Reply, ctx: RouteContext): void {
+    if (ex.answered) return // answered already (a body consumer failed): nothing more may be written
     if (ctx.res !== undefined && (reply.status === -1 || ex.wrote)) { // a raw handler wrote its own answer
+      ex.answered = true
+      ex.body?.settle(ex.aborted)
       this.finish(ex, reply.status === -1 || reply.status === undefined ? 200 : reply.status, ctx.method, ctx, ctx.path)
       return
     }
@@ -453,8 +434,7 @@ export class HttpServer {
       if (perFormat) headers.Vary = 'Accept'
       const inm = ctx.headers['if-none-match']
       if (inm !== undefined && inm.split(',').some(t => t.trim().replace(/^W\//, '') === headers.ETag)) {
-        if (!ex.aborted) writeResponse(ex.res, 304, headers, undefined)
-        this.finish(ex, 304, ctx.method, ctx, ctx.path)
+        this.deliver(ex, (close) => writeResponse(ex.res, 304, headers, undefined, close), () => this.finish(ex, 304, ctx.method, ctx, ctx.path))
         return
       }
     }
@@ -467,11 +447,54 @@ export class HttpServer {
       headers['Content-Type'] = CONTENT_TYPE[ex.format]
       if (ex.format === 'toon') headers['X-TOON-Dict'] = 'none'
     }
-    if (!ex.aborted) writeResponse(ex.res, status, headers, payload ?? (status === 204 ? undefined : Buffer.alloc(0)), false, ctx.method === 'HEAD')
-    this.finish(ex, status, ctx.method, ctx, ctx.path)
+    const out = payload ?? (status === 204 ? undefined : Buffer.alloc(0))
+    this.deliver(ex, (close) => writeResponse(ex.res, status, headers, out, close, ctx.method === 'HEAD'), () => this.finish(ex, status, ctx.method, ctx, ctx.path))
+  }
+
+  /**
+   * Writes the answer (once: `answered`). When the request body is still arriving, the answer
+   * waits until the rest has been read and dropped, bounded (lingering close, src/http/body.ts);
+   * a body longer than the bound gets the answer at once and its connection closed. `done`
+   * meters the request once the answer went out.
+   */
+  private deliver (ex: Exchange, write: (close: boolean) => void, done: () => void): void {
+    ex.answered = true
+    const b = ex.body
+    if (ex.aborted || b === null || b.ended || !b.lingers || b.declared - b.received > LINGER_BYTES) {
+      // At once: a keep-alive connection goes on reading the body after the answer; a
+      // `Connection: close` one whose body is too long to wait for is closed.
+      if (b !== null && !b.ended && !ex.aborted) b.discard()
+      if (!ex.aborted) write(b !== null && !b.ended && b.lingers)
+      b?.settle(ex.aborted)
+      done()
+      return
+    }
+    this.inFlight++
+    void b.drop().then((ended) => {
+      if (!ex.aborted) {
+        try { write(!ended) } catch (err) { containEscaped(err, this.services.log, 'late answer') }
+      }
+      b.settle(ex.aborted)
+      done()
+    }).finally(() => this.release())
+  }
+
+  private release (): void {
+    if (--this.inFlight === 0 && this.drainWaiters.length > 0) for (const w of this.drainWaiters.splice(0)) w()
+  }
+
+  /** A consumer of the request body threw inside uWS's data callback: contained and answered. */
+  private bodyFault (ex: Exchange, err: unknown): void {
+    containEscaped(err, this.services.log, 'request body consumer')
+    if (!ex.answered && ex.c !== null) this.fail(ex, new ApiError('INTERNAL_ERROR'), ex.c.route.method, ex.c.route.path)
   }
 
   private fail (ex: Exchange, err: unknown, method: string, endpoint: string, closeConnection = false, ctx?: RouteContext): void {
+    if (ex.answered) {
+      // The answer went out already (or waits for the body): a later failure is only logged.
+      if (!(err instanceof ApiError)) this.services.log.warn({ err, reqId: ex.requestId }, 'error after the answer')
+      return
+    }
     let e: ApiError
     if (err instanceof ApiError) e = err
     else if (isDbUnavailable(err)) {
@@ -484,7 +507,12 @@ export class HttpServer {
     }
     if (ex.wrote) {
       // A raw handler failed after it started its answer: all that is left is to cut the connection.
-      if (!ex.aborted) { ex.aborted = true; ex.res.cork(() => ex.res.close()) }
+      ex.answered = true
+      if (!ex.aborted) {
+        ex.aborted = true
+        try { ex.res.cork(() => ex.res.close()) } catch {} // ended by the handler already
+      }
+      ex.body?.settle(true)
       this.finish(ex, e.status, method, ctx, endpoint)
       return
     }
@@ -495,8 +523,8 @@ export class HttpServer {
     if ((e.status === 500 || e.status === 503) && headers['Retry-After'] === undefined) headers['Retry-After'] = String(RETRY_AFTER_5XX_S)
     headers['Content-Type'] = CONTENT_TYPE[ex.format]
     if (ex.format === 'toon') headers['X-TOON-Dict'] = 'none'
-    if (!ex.aborted) writeResponse(ex.res, e.status, headers, serialize(e.toJSON(), ex.format, false), closeConnection, ctx?.method === 'HEAD')
-    this.finish(ex, e.status, method, ctx, endpoint)
+    const payload = serialize(e.toJSON(), ex.format, false)
+    this.deliver(ex, (close) => writeResponse(ex.res, e.status, headers, payload, close || closeConnection, ctx?.method === 'HEAD'), () => this.finish(ex, e.status, method, ctx, endpoint))
   }
 
   private finish (ex: Exchange, status: number, method: string, ctx: RouteContext | undefined, endpoint: string): void {
@@ -504,14 +532,18 @@ export class HttpServer {
     const ms = now - ex.started
     const { log, metering } = this.services
     if (log.isLevelEnabled('info')) log.info({ reqId: ex.requestId, method, url: ctx?.path ?? endpoint, status, ms: Math.round(ms * 100) / 100 }, 'request')
-    // A route's own (method, path) is interned; anything else (requested paths, unknown URLs) is kept as given.
+    // A route's own (method, path) is interned. An account's request is metered under the path
+    // it asked for; one with no account (anonymous, admin, unmatched) under its route pattern or
+    // `unmatched`, never its raw path (docs/operations.md "Usage metering").
     const c = ex.c
-    const ep = c !== null && endpoint === c.route.path ? (method === 'HEAD' ? c.epHead : method === c.route.method ? c.ep : -1) : -1
+    const account = ex.caller && ex.caller.kind !== 'admin' ? ex.caller.accountId : NaN
+    const metered = Number.isNaN(account) ? ex.route : endpoint
+    const ep = c !== null && metered === c.route.path ? (method === 'HEAD' ? c.epHead : method === c.route.method ? c.ep : -1) : -1
     metering.push(
       Date.now(),
-      ex.caller && ex.caller.kind !== 'admin' ? ex.caller.accountId : NaN,
+      account,
       ex.caller?.keyId ?? NaN,
-      ep, method, endpoint, status, ctx?.meter.credits ?? 0, ms,
+      ep, method, metered, status, ctx?.meter.credits ?? 0, ms,
       ex.reqNum, Number.isNaN(ex.reqNum) ? ex.requestId : null,
     )
     this.services.metrics.request(ex.route, method, status, ms) // GET /metrics (src/metrics.ts)

@@ -40,7 +40,7 @@ export const routes: Route[] = [
     auth: 'public',
     summary: 'Create an account (200 free credits, email unverified)',
     tag: 'Sessions',
-    errors: ['CONFLICT'],
+    errors: ['CONFLICT', 'RATE_LIMIT_EXCEEDED'],
     schema: {
       body: Signup,
       response: {
@@ -55,6 +55,14 @@ export const routes: Route[] = [
     async handler (ctx) {
       const b = ctx.body as Static<typeof Signup>
       const s = ctx.services
+      // Each account starts with free credits: signups are throttled per client address
+      // (docs/operations.md "Hostile input").
+      const wait = await s.signupThrottle.take(ctx.ip || 'unknown')
+      if (wait > 0) {
+        const e = new ApiError('RATE_LIMIT_EXCEEDED', `Too many signups from this address; retry in ${wait} s`, { retry_after: wait })
+        e.headers = { 'Retry-After': String(wait) }
+        throw e
+      }
       const a = await createAccount(s.sql, { email: b.email, passwordHash: await s.passwords.hash(b.password), verified: false, credits: SIGNUP_CREDITS, note: 'signup free credits' })
       if (!a) throw new ApiError('CONFLICT', 'An account with this email already exists', { param: 'email' })
       // An unverified account cannot create keys (403 NOT_ELIGIBLE): say what unblocks it.

@@ -164,6 +164,7 @@ export const routes: Route[] = [
     async handler (ctx) {
       const idempotencyKey = checkIdempotencyKey(ctx.headers['idempotency-key'])
       const caller = ctx.caller!
+      await ctx.services.auth.requireVerified(caller, 'submit batches')
       let tier = caller.tier
       if (caller.kind === 'session') {
         const a = await ctx.services.auth.account(caller.accountId)

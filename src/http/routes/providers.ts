@@ -4,9 +4,20 @@ import { getJob } from '../../db/jobs.js'
 import { appendEvents, findJobByUpstream, jobUpstream } from '../../db/upstream.js'
 import { viewOf } from '../../jobs/view.js'
 import type { Route, RouteContext } from '../route.js'
+import type { VerifiedCallback } from '../../providers/upstream.js'
 
-/** Largest callback body read (provider payloads carry URLs, not media). */
-const CALLBACK_BODY_LIMIT = 1024 * 1024
+/**
+ * Largest callback body read (docs/operations.md "Hostile input"): provider payloads carry
+ * URLs, not media. A larger declared Content-Length is refused before a byte is read, a larger
+ * streamed body as soon as it crosses the cap; no signature work happens on either.
+ */
+export const CALLBACK_BODY_LIMIT = 256 * 1024
+/**
+ * Refused callbacks (unknown provider, oversized, failed verification) an address may send a
+ * minute before its callbacks are answered 429 with no work at all. A provider's verified
+ * callbacks never count, so real traffic is never throttled.
+ */
+export const CALLBACK_REFUSALS_PER_MINUTE = 60
 const PROVIDER_NAMES = new Set(['fal', 'replicate', 'kie'])
 /** Waits before each further lookup of an upstream id not found yet (2.5 s in all). */
 const LOOKUP_RETRY_MS = [50, 150, 300, 500, 1500]
@@ -16,29 +27,50 @@ async function readRaw (ctx: RouteContext): Promise<Buffer> {
   let n = 0
   for await (const c of ctx.bodyStream!) {
     n += (c as Buffer).length
-    if (n > CALLBACK_BODY_LIMIT) throw new ApiError('PAYLOAD_TOO_LARGE', `Callback body exceeds ${CALLBACK_BODY_LIMIT} bytes`)
+    if (n > CALLBACK_BODY_LIMIT) throw tooLarge()
     chunks.push(c as Buffer)
   }
-  return Buffer.concat(chunks)
+  return Buffer.concat(chunks, n)
+}
+
+function tooLarge (): ApiError {
+  return new ApiError('PAYLOAD_TOO_LARGE', `A provider callback body may be at most ${CALLBACK_BODY_LIMIT / 1024} KiB`, { details: { max_bytes: CALLBACK_BODY_LIMIT } })
 }
 
 /**
- * POST /v1/providers/{name}/callback (issue 11 point 4, DESIGN.md 7 "Providers"): public, the
- * raw body verified by the provider's adapter. 401 on failed verification, 200 when verified.
+ * POST /v1/providers/{name}/callback (docs/providers.md "Callbacks"): public, the raw body
+ * verified by the provider's adapter. 401 on failed verification, 200 when verified.
  * Idempotent: the job's transition is conditional (a terminal job never changes again), so a
- * replayed callback changes nothing; forged and stale ones fail verification.
+ * replayed callback changes nothing; forged and stale ones fail verification. Cheapest checks
+ * first: the address's refusal window, the declared length, the streamed length, then the
+ * adapter's header and timestamp checks before any hashing.
  */
 async function callback (ctx: RouteContext) {
+  const refusals = ctx.services.callbackRefusals
+  const ip = ctx.ip
+  const wait = refusals.wait(ip)
+  if (wait > 0) {
+    const e = new ApiError('RATE_LIMIT_EXCEEDED', `Too many refused callbacks from this address; retry in ${wait} s`, { retry_after: wait })
+    e.headers = { 'Retry-After': String(wait) }
+    throw e
+  }
+  let v: VerifiedCallback
   const name = ctx.params.name
-  if (!PROVIDER_NAMES.has(name)) throw new ApiError('NOT_FOUND', `No provider ${JSON.stringify(name)} (fal, replicate or kie)`)
-  const provider = ctx.services.providers.provider(name)
-  if (!provider?.verifyCallback) throw new ApiError('NOT_FOUND', `Provider ${name} is not configured on this service`)
-  const body = await readRaw(ctx)
-  const query = ctx.query.toString()
-  const v = await provider.verifyCallback({ headers: ctx.headers, query, body })
-  if (!v.ok) {
-    ctx.services.log.warn({ provider: name, reason: v.reason }, 'provider callback refused')
-    throw new ApiError('CALLBACK_UNVERIFIED', `Callback verification failed: ${v.reason}`)
+  try {
+    if (!PROVIDER_NAMES.has(name)) throw new ApiError('NOT_FOUND', `No provider ${JSON.stringify(name)} (fal, replicate or kie)`)
+    const provider = ctx.services.providers.provider(name)
+    if (!provider?.verifyCallback) throw new ApiError('NOT_FOUND', `Provider ${name} is not configured on this service`)
+    const declared = Number(ctx.headers['content-length'])
+    if (Number.isFinite(declared) && declared > CALLBACK_BODY_LIMIT) throw tooLarge()
+    const body = await readRaw(ctx)
+    v = await provider.verifyCallback({ headers: ctx.headers, query: ctx.query.toString(), body })
+    if (!v.ok) {
+      ctx.services.log.warn({ provider: name, reason: v.reason }, 'provider callback refused')
+      throw new ApiError('CALLBACK_UNVERIFIED', `Callback verification failed: ${v.reason}`)
+    }
+  } catch (e) {
+    if (e instanceof ApiError) refusals.hit(ip)
+    throw e
   }
   // A fast provider can call back before the creation that submitted the job has committed
   // its row: look again for a moment before calling the id unknown.
@@ -92,7 +124,7 @@ export const routes: Route[] = [
     rawBody: true,
     summary: 'Provider callback (fal, replicate, kie): verified per provider; 401 when verification fails',
     tag: 'Providers',
-    errors: ['CALLBACK_UNVERIFIED', 'NOT_FOUND', 'PAYLOAD_TOO_LARGE'],
+    errors: ['CALLBACK_UNVERIFIED', 'NOT_FOUND', 'PAYLOAD_TOO_LARGE', 'RATE_LIMIT_EXCEEDED'],
     schema: { params: Type.Object({ name: Type.String() }), response: { 200: CallbackAnswer } },
     rawBodySchema: { 'application/json': { schema: { type: 'object', description: "The provider's callback payload, verified as raw bytes" } } },
     handler: callback,

@@ -11,7 +11,6 @@ import { ApiError } from '../../errors.js'
 import { validationError } from '../../catalog/validate.js'
 import { imageMetadataText, screenText } from '../../moderation.js'
 import { insertUpload, type UploadKind } from '../../db/uploads.js'
-import { CONTENT_TYPE, negotiate, serialize, writeResponse } from '../respond.js'
 import type { Reply, Route, RouteContext } from '../route.js'
 
 const MB = 1024 * 1024
@@ -206,45 +205,6 @@ function receive (ctx: RouteContext, contentType: string, tmp: string, spool: Sp
   })
 }
 
-/**
- * How much of a refused body is read and dropped after the answer. Ordinary HTTP clients
- * (Node's http, curl) write the whole body before reading the answer: closing while they write
- * gives them EPIPE instead of the 413. Past this many bytes the connection is cut anyway.
- */
-const DRAIN_LIMIT = 2 * LARGEST_CAP
-
-/**
- * Answers while the body is still arriving (cap crossed, wrong type, bad form): stop parsing,
- * answer at once, then keep reading and dropping the rest of the body (as the JSON-body path
- * does) so the client reads the answer instead of a write error; a body that goes on past
- * DRAIN_LIMIT gets its connection closed.
- */
-async function answerEarly (ctx: RouteContext, err: ApiError): Promise<Reply> {
-  const body = ctx.bodyStream!
-  const res = ctx.res!
-  body.unpipe()
-  let dropped = 0
-  let cut = false
-  body.on('data', (chunk: Buffer) => {
-    dropped += chunk.length
-    if (dropped > DRAIN_LIMIT && !cut && !ctx.aborted()) {
-      cut = true
-      try { res.close() } catch {} // already gone: nothing to cut
-    }
-  })
-  body.on('error', () => {})
-  body.resume()
-  // A socket paused for backpressure is resumed from the stream's read(), which runs on the
-  // next tick: let it run while the response is still open.
-  await new Promise(resolve => setImmediate(resolve))
-  if (ctx.aborted()) return { status: -1 }
-  const format = negotiate(ctx.headers.accept)
-  const headers: Record<string, string> = { ...ctx.baseHeaders(), 'Content-Type': CONTENT_TYPE[format], ...err.headers }
-  if (format === 'toon') headers['X-TOON-Dict'] = 'none'
-  writeResponse(res, err.status, headers, serialize(err.toJSON(), format, false), false)
-  return { status: err.status }
-}
-
 /** A random, unguessable key: uploads/<yyyy>/<mm>/u_<22 chars>.<ext>. */
 export function uploadKey (ext: string, now = new Date()): string {
   const mm = String(now.getUTCMonth() + 1).padStart(2, '0')
@@ -259,12 +219,13 @@ export function uploadKey (ext: string, now = new Date()): string {
  */
 async function upload (ctx: RouteContext): Promise<Reply> {
   const { config, storage, sql } = ctx.services
+  await ctx.services.auth.requireVerified(ctx.caller!, 'upload files')
   const contentType = ctx.headers['content-type'] ?? ''
   if (!/^multipart\/form-data\s*;/i.test(contentType)) {
-    return answerEarly(ctx, new ApiError('UNSUPPORTED_MEDIA_TYPE', 'Send multipart/form-data with the fields file and kind'))
+    throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'Send multipart/form-data with the fields file and kind')
   }
   const declared = Number(ctx.headers['content-length'])
-  if (Number.isFinite(declared) && declared > LARGEST_CAP + FORM_OVERHEAD) return answerEarly(ctx, tooLarge(undefined))
+  if (Number.isFinite(declared) && declared > LARGEST_CAP + FORM_OVERHEAD) throw tooLarge(undefined)
 
   const tmpDir = join(config.dataDir, 'tmp')
   const tmp = join(tmpDir, `upload-${process.pid}-${randomBytes(9).toString('base64url')}`)
@@ -275,7 +236,9 @@ async function upload (ctx: RouteContext): Promise<Reply> {
     try {
       got = await receive(ctx, contentType, tmp, spool)
     } catch (e) {
-      if (e instanceof EarlyAnswer) return e.error && !ctx.aborted() ? await answerEarly(ctx, e.error) : { status: -1 }
+      // Answered by the pipeline, after the rest of the body was read and dropped (bounded:
+      // src/http/body.ts), so the client reads the answer instead of a write error.
+      if (e instanceof EarlyAnswer) { if (e.error && !ctx.aborted()) throw e.error; return { status: -1 } }
       throw e
     }
     const rules = UPLOAD_KINDS[got.kind]
@@ -332,7 +295,7 @@ export const routes: Route[] = [
     rawBody: true,
     summary: 'Upload an image (10 MB), audio (5 MB) or video (50 MB) file for use as a generation input; free',
     tag: 'Uploads',
-    errors: ['VALIDATION_ERROR', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'CONTENT_POLICY_VIOLATION'],
+    errors: ['VALIDATION_ERROR', 'NOT_ELIGIBLE', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'CONTENT_POLICY_VIOLATION'],
     schema: { response: { 201: Upload } },
     rawBodySchema: {
       'multipart/form-data': {

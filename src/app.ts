@@ -20,6 +20,7 @@ import { Metering } from './metering.js'
 import { ThreadedMetering } from './frontend/metering.js'
 import type { Services } from './services.js'
 import { Passwords } from './util/passwords.js'
+import { ImageScreen } from './media/screen.js'
 import { JobCache } from './jobs/cache.js'
 import { SseHub } from './http/sse.js'
 import { Tickets } from './http/tickets.js'
@@ -191,6 +192,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     })
   }
   const passwords = new Passwords()
+  const imageScreen = new ImageScreen()
   const limiter = limits ? new SharedRateLimiter(limits.rate) : new RateLimiter()
   const metering = limits
     ? new ThreadedMetering(sql, log, auth.lastUsed, config.meteringRetentionDays)
@@ -201,7 +203,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const dbHealth = new DbHealth(() => ping(probeSql), 250, (up, why) => log.warn(up ? 'database reachable again' : `database unreachable (${why})`))
   const providers = await Providers.load(config, storage, config.shards)
   const services: Services = {
-    providers, config, sql, dbHealth, shards, auth, passwords, jwtSecret, log, metering, limiter, storage, jobs, sse, bus,
+    providers, config, sql, dbHealth, shards, auth, passwords, imageScreen, jwtSecret, log, metering, limiter, storage, jobs, sse, bus,
     redisLimiter: bus ? new RedisRateLimiter(bus.pub, config.redisPrefix) : null,
     loginThrottle: bus ? new RedisLoginThrottle(bus.pub, config.redisPrefix) : new MemoryLoginThrottle(Math.floor(authBudget / 4)),
     signupThrottle: bus ? new RedisSignupThrottle(bus.pub, config.redisPrefix) : new MemorySignupThrottle(),
@@ -254,6 +256,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
       handlers: {
         'password.hash': (r) => passwords.hash(r.password),
         'password.verify': (r) => passwords.verify(r.password, r.hash),
+        'image.screen': (r) => imageScreen.screen(r),
         'login.check': (r) => services.loginThrottle.check(r.email, r.ip),
         'login.failed': async (r) => { await services.loginThrottle.failed(r.email, r.ip); return null },
         'login.succeeded': async (r) => { await services.loginThrottle.succeeded(r.email); return null },
@@ -285,6 +288,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
       await metering.close()
       limiter.close()
       await passwords.close()
+      await imageScreen.close()
       await sweeper.stop()
       storage.close?.()
       await delivery.close()

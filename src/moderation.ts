@@ -51,7 +51,31 @@ export function screenText (text: string, extraTerms: readonly string[] = []): s
   return null
 }
 
-const MAX_TEXT = 1024 * 1024
+/**
+ * Budgets of the metadata reader (docs/operations.md "Hostile input"): at most this much text
+ * in all (inflated zTXt/iTXt chunks included, together, not each) and this much time. An
+ * image that needs more is refused rather than screened in part: a term hidden past the
+ * budget would otherwise pass.
+ */
+export const METADATA_TEXT_BUDGET = 2 * 1024 * 1024
+export const METADATA_TIME_BUDGET_MS = 1000
+
+/** Why an image's metadata was not read to the end. */
+export class MetadataBudgetExceeded extends Error {
+  constructor (readonly budget: 'bytes' | 'time') { super(`image metadata exceeds its ${budget} budget`) }
+}
+
+/** The reader's running totals: text kept so far and the deadline. */
+class Budget {
+  left = METADATA_TEXT_BUDGET
+  constructor (private readonly deadline: number) {}
+  /** Counts `n` characters of text; past the budget or the deadline the read stops. */
+  take (n: number): void {
+    this.left -= n
+    if (this.left < 0) throw new MetadataBudgetExceeded('bytes')
+    if (performance.now() > this.deadline) throw new MetadataBudgetExceeded('time')
+  }
+}
 
 /** Runs of at least 4 printable ASCII characters, and of UTF-16LE ones (Exif XP* tags). */
 function printable (buf: Buffer): string {
@@ -62,20 +86,28 @@ function printable (buf: Buffer): string {
   return out.join('\n')
 }
 
-function inflate (buf: Buffer): string {
-  try { return inflateSync(buf, { maxOutputLength: MAX_TEXT }).toString('utf8') } catch { return '' }
+/** A compressed text chunk, inflated within what is left of the budget; a corrupt one reads as nothing. */
+function inflate (buf: Buffer, budget: Budget): string {
+  let text: Buffer
+  try {
+    text = inflateSync(buf, { maxOutputLength: Math.max(1, budget.left) })
+  } catch (e) {
+    if ((e as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw new MetadataBudgetExceeded('bytes')
+    return ''
+  }
+  budget.take(text.length)
+  return text.toString('utf8')
 }
 
-function pngText (buf: Buffer, out: string[]): void {
+function pngText (buf: Buffer, out: string[], budget: Budget): void {
   let at = 8
   while (at + 12 <= buf.length) {
     const len = buf.readUInt32BE(at)
     const type = buf.toString('latin1', at + 4, at + 8)
     const data = buf.subarray(at + 8, Math.min(buf.length, at + 8 + len))
-    if (type === 'tEXt') out.push(data.toString('latin1').replace(/\x00/g, ' '))
-    else if (type === 'zTXt') {
+    if (type === 'tEXt') { budget.take(data.length); out.push(data.toString('latin1').replace(/\x00/g, ' ')) } else if (type === 'zTXt') {
       const nul = data.indexOf(0)
-      if (nul >= 0) out.push(data.toString('latin1', 0, nul), inflate(data.subarray(nul + 2)))
+      if (nul >= 0) out.push(data.toString('latin1', 0, nul), inflate(data.subarray(nul + 2), budget))
     } else if (type === 'iTXt') {
       // keyword \0 compression-flag method language \0 translated-keyword \0 text
       const k = data.indexOf(0)
@@ -85,16 +117,17 @@ function pngText (buf: Buffer, out: string[]): void {
         const trans = lang >= 0 ? data.indexOf(0, lang + 1) : -1
         if (trans >= 0) {
           const text = data.subarray(trans + 1)
-          out.push(data.toString('latin1', 0, k), data.toString('utf8', lang + 1, trans), compressed ? inflate(text) : text.toString('utf8'))
+          if (!compressed) budget.take(text.length)
+          out.push(data.toString('latin1', 0, k), data.toString('utf8', lang + 1, trans), compressed ? inflate(text, budget) : text.toString('utf8'))
         }
       }
-    } else if (type === 'eXIf') out.push(printable(data))
-    else if (type === 'IEND') break
+    } else if (type === 'eXIf') { budget.take(data.length); out.push(printable(data)) } else if (type === 'IEND') break
+    else budget.take(0) // the deadline, between chunks
     at += 12 + len
   }
 }
 
-function jpegText (buf: Buffer, out: string[]): void {
+function jpegText (buf: Buffer, out: string[], budget: Budget): void {
   let at = 2
   while (at + 4 <= buf.length && buf[at] === 0xff) {
     const marker = buf[at + 1]
@@ -102,30 +135,34 @@ function jpegText (buf: Buffer, out: string[]): void {
     if (marker === 0xda || marker === 0xd9) break // image data follows: no more metadata segments
     const len = buf.readUInt16BE(at + 2)
     const data = buf.subarray(at + 4, Math.min(buf.length, at + 2 + len))
-    if (marker === 0xfe) out.push(data.toString('utf8')) // COM
-    else if (marker >= 0xe0 && marker <= 0xef) out.push(printable(data)) // APPn: Exif, XMP, IPTC
+    if (marker === 0xfe) { budget.take(data.length); out.push(data.toString('utf8')) } else if (marker >= 0xe0 && marker <= 0xef) { budget.take(data.length); out.push(printable(data)) } // COM; APPn: Exif, XMP, IPTC
     at += 2 + len
   }
 }
 
-function webpText (buf: Buffer, out: string[]): void {
+function webpText (buf: Buffer, out: string[], budget: Budget): void {
   let at = 12
   while (at + 8 <= buf.length) {
     const fourcc = buf.toString('latin1', at, at + 4)
     const len = buf.readUInt32LE(at + 4)
-    if (fourcc === 'EXIF' || fourcc === 'XMP ') out.push(printable(buf.subarray(at + 8, Math.min(buf.length, at + 8 + len))))
+    if (fourcc === 'EXIF' || fourcc === 'XMP ') {
+      const data = buf.subarray(at + 8, Math.min(buf.length, at + 8 + len))
+      budget.take(data.length)
+      out.push(printable(data))
+    }
     at += 8 + len + (len & 1)
   }
 }
 
 /** XMP packets are plain XML wherever they sit (AVIF keeps them in `mdat` items). */
-function xmpText (buf: Buffer, out: string[]): void {
+function xmpText (buf: Buffer, out: string[], budget: Budget): void {
   let from = 0
   for (;;) {
     const start = buf.indexOf('<x:xmpmeta', from, 'latin1')
     if (start < 0) return
     const end = buf.indexOf('</x:xmpmeta>', start, 'latin1')
-    const stop = end < 0 ? Math.min(buf.length, start + MAX_TEXT) : end
+    const stop = end < 0 ? Math.min(buf.length, start + Math.max(1, budget.left + 1)) : end
+    budget.take(stop - start)
     out.push(buf.toString('utf8', start, stop))
     from = stop
   }
@@ -136,14 +173,17 @@ function xmpText (buf: Buffer, out: string[]): void {
  * and eXIf chunks, JPEG comments and APPn segments (Exif, XMP, IPTC strings), WebP EXIF and
  * XMP chunks, and XMP packets in any format (AVIF). Pixels are not analysed.
  */
-export function imageMetadataText (buf: Buffer, format: string): string {
+export function imageMetadataText (buf: Buffer, format: string, timeBudgetMs = METADATA_TIME_BUDGET_MS): string {
+  const budget = new Budget(performance.now() + timeBudgetMs)
   const out: string[] = []
   try {
-    if (format === 'png' || format === 'apng') pngText(buf, out)
-    else if (format === 'jpg') jpegText(buf, out)
-    else if (format === 'webp') webpText(buf, out)
-  } catch {}
-  xmpText(buf, out)
-  const text = out.join('\n')
-  return text.length > MAX_TEXT ? text.slice(0, MAX_TEXT) : text
+    if (format === 'png' || format === 'apng') pngText(buf, out, budget)
+    else if (format === 'jpg') jpegText(buf, out, budget)
+    else if (format === 'webp') webpText(buf, out, budget)
+  } catch (e) {
+    // A malformed structure ends the walk with what was read; a budget ends the read.
+    if (e instanceof MetadataBudgetExceeded) throw e
+  }
+  xmpText(buf, out, budget)
+  return out.join('\n')
 }

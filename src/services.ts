@@ -7,6 +7,7 @@ import type { Shards } from './actors/shard-pool.js'
 import type { Authenticator } from './http/auth.js'
 import type { Limiter } from './frontend/shared-limits.js'
 import type { Passwords } from './util/passwords.js'
+import type { ImageScreen } from './media/screen.js'
 import type { Metering } from './metering.js'
 import type { Storage } from './storage/storage.js'
 import type { JobCache } from './jobs/cache.js'
@@ -27,6 +28,8 @@ export interface Services {
   shards: Shards
   auth: Authenticator
   passwords: Pick<Passwords, 'hash' | 'verify'>
+  /** The upload content screen's thread (one per node, on the main thread). */
+  imageScreen: Pick<ImageScreen, 'screen'>
   jwtSecret: string
   log: Logger
   metering: Metering

@@ -266,3 +266,21 @@ export function checkWebhookUrl (value: string, policy: UrlPolicy = {}, param = 
     throw new ApiError('UNSUPPORTED_OPTION', `${param} must be publicly routable`, { param })
   }
 }
+
+/**
+ * The URL as shown back to its owner: a password in its userinfo (`https://user:pw@host/`) is
+ * replaced by `****` (docs/api.md "Webhooks"); the stored URL, used for delivery, keeps it.
+ * Text outside the userinfo is returned exactly as given.
+ */
+export function maskUrlPassword (url: string): string {
+  const scheme = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.exec(url)
+  if (scheme === null) return url
+  const from = scheme[0].length
+  let end = url.length
+  for (const c of ['/', '?', '#']) { const i = url.indexOf(c, from); if (i >= 0 && i < end) end = i }
+  const at = url.lastIndexOf('@', end - 1)
+  if (at < from) return url
+  const colon = url.indexOf(':', from)
+  if (colon < 0 || colon > at) return url
+  return `${url.slice(0, colon + 1)}****${url.slice(at)}`
+}

@@ -1,3 +1,4 @@
+import type { ScreenResult, ScreenTask } from '../media/screen-task.js'
 import type { MessagePort } from 'node:worker_threads'
 import type { Config } from '../config.js'
 import type { JobProgress, JobView } from '../jobs/view.js'
@@ -13,6 +14,7 @@ import type { SharedLimitsInit } from './shared-limits.js'
 export interface MainCalls {
   'password.hash': { req: { password: string }; res: string }
   'password.verify': { req: { password: string; hash: string }; res: boolean }
+  'image.screen': { req: ScreenTask; res: ScreenResult }
   'login.check': { req: { email: string; ip: string }; res: number }
   'login.failed': { req: { email: string; ip: string }; res: null }
   'login.succeeded': { req: { email: string }; res: null }

@@ -113,6 +113,7 @@ const services: Services = {
     hash: (password) => rpc.call('password.hash', { password }),
     verify: (password, hash) => rpc.call('password.verify', { password, hash }),
   },
+  imageScreen: { screen: (task) => rpc.call('image.screen', task) },
   jwtSecret: init.jwtSecret,
   log,
   metering,

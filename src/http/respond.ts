@@ -55,3 +55,6 @@ export function writeResponse (
     else res.end(body, closeConnection)
   })
 }
+
+/** On answers that carry a secret (a session token, an API key, a webhook secret): never cached (docs/api.md "Security headers"). */
+export const NO_STORE: Readonly<Record<string, string>> = Object.freeze({ 'Cache-Control': 'no-store' })

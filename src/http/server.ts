@@ -58,8 +58,8 @@ interface Compiled {
 const ACAO_JSON = `*\r\nContent-Type: ${CONTENT_TYPE.json}`
 const ACAO_TOON = `*\r\nContent-Type: ${CONTENT_TYPE.toon}\r\nX-TOON-Dict: none`
 /** The constant end of a fast read's header block (src/http/fast-headers.ts), per format. */
-const TAIL_JSON = Buffer.from(`\r\nAccess-Control-Allow-Origin: ${ACAO_JSON}`)
-const TAIL_TOON = Buffer.from(`\r\nAccess-Control-Allow-Origin: ${ACAO_TOON}`)
+const TAIL_JSON = Buffer.from(`\r\nAccess-Control-Allow-Origin: ${ACAO_JSON}\r\nX-Content-Type-Options: nosniff`)
+const TAIL_TOON = Buffer.from(`\r\nAccess-Control-Allow-Origin: ${ACAO_TOON}\r\nX-Content-Type-Options: nosniff`)
 
 /** Per-request state kept by the pipeline; `aborted` is set by uWS's onAborted. */
 interface Exchange {
@@ -171,6 +171,7 @@ export class HttpServer {
     if (etag !== '') { h.ETag = etag; h.Vary = 'Accept' }
     h['Content-Type'] = CONTENT_TYPE[format]
     if (format === 'toon') h['X-TOON-Dict'] = 'none'
+    h['X-Content-Type-Options'] = 'nosniff'
     return { payload: serialize(reply.body, format, true), headers: `*\r\n${block(h)}`, etag }
   }
 
@@ -407,6 +408,8 @@ export class HttpServer {
     const h: Record<string, string> = {
       'X-Request-Id': ex.requestId,
       'Access-Control-Allow-Origin': '*',
+      // Every answer: a browser never guesses a type other than the one declared (docs/api.md "Security headers").
+      'X-Content-Type-Options': 'nosniff',
     }
     if (ex.rate) {
       h['X-RateLimit-Limit'] = String(ex.rate.limit)

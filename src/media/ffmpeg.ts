@@ -16,6 +16,7 @@ import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
+import { fileTypeFromFile } from 'file-type'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -98,13 +99,34 @@ async function withTemp<T> (fn: (dir: string) => Promise<T>): Promise<T> {
   try { return await fn(dir) } finally { await rm(dir, { recursive: true, force: true }) }
 }
 
-/** A path for the input: the given path, or the bytes written into `dir`. */
-async function inputFile (dir: string, input: string | Buffer, name: string): Promise<string> {
-  if (typeof input === 'string') return input
-  if (input.length === 0) throw new MediaError('empty input')
-  const p = join(dir, name)
-  await writeFile(p, input)
-  return p
+/**
+ * ffmpeg's demuxer for each container `file-type` detects from the magic bytes. Inputs are
+ * provider results and uploads, so ffmpeg is never left to guess a format from the content or
+ * the name (docs/operations.md "Hostile input"): anything else is refused before ffmpeg runs.
+ */
+const DEMUXERS: Record<string, string> = {
+  mp4: 'mov', m4v: 'mov', mov: 'mov', m4a: 'mov', '3gp': 'mov',
+  webm: 'matroska', mkv: 'matroska', avi: 'avi', mpg: 'mpeg', ts: 'mpegts', mts: 'mpegts',
+  png: 'png_pipe', apng: 'png_pipe', jpg: 'jpeg_pipe', webp: 'webp_pipe', gif: 'gif',
+  mp3: 'mp3', wav: 'wav', ogg: 'ogg', oga: 'ogg', opus: 'ogg', aac: 'aac',
+}
+
+/**
+ * The input as ffmpeg arguments, for a file path or bytes written into `dir`: its demuxer named
+ * explicitly and only the `file` protocol allowed (so a playlist or reference inside the media
+ * can never make ffmpeg open a URL or another local file by another protocol).
+ */
+async function inputFile (what: string, dir: string, input: string | Buffer, name: string): Promise<string[]> {
+  let p = input as string
+  if (typeof input !== 'string') {
+    if (input.length === 0) throw new MediaError(`${what}: empty input`)
+    p = join(dir, name)
+    await writeFile(p, input)
+  }
+  const type = await fileTypeFromFile(p).catch(() => undefined)
+  const demuxer = type === undefined ? undefined : DEMUXERS[type.ext]
+  if (demuxer === undefined) throw new MediaError(`${what}: unsupported input format (${type?.mime ?? 'not recognised'}); nothing was run`)
+  return ['-protocol_whitelist', 'file', '-f', demuxer, '-i', p]
 }
 
 export interface ProbeResult {
@@ -120,8 +142,8 @@ export interface ProbeResult {
 /** Reads a media file's first video stream and duration from `ffmpeg -i` (no ffprobe needed). */
 export async function probe (input: string | Buffer, opts: MediaOptions = {}): Promise<ProbeResult> {
   return withTemp(async (dir) => {
-    const file = await inputFile(dir, input, 'probe.bin')
-    const { stderr } = await run('probe', ['-i', file], opts) // exits 1 ("At least one output file must be specified"): expected
+    const args = await inputFile('probe', dir, input, 'probe.bin')
+    const { stderr } = await run('probe', args, opts) // exits 1 ("At least one output file must be specified"): expected
     const video = /Stream #\d+:\d+(?:\[[^\]]*\])?(?:\([^)]*\))?: Video: (\w+)[^\n]*?, (\d{1,5})x(\d{1,5})/.exec(stderr)
     if (!video) throw new MediaError(`probe: no video or image stream (${lastLines(stderr, 1)})`)
     const d = /Duration: (\d+):(\d{2}):(\d{2}(?:\.\d+)?)/.exec(stderr)
@@ -141,9 +163,9 @@ export interface ThumbnailOptions extends MediaOptions {
 export async function thumbnail (video: string | Buffer, opts: ThumbnailOptions = {}): Promise<Buffer> {
   const width = checkSide('width', opts.width ?? 320)
   return withTemp(async (dir) => {
-    const file = await inputFile(dir, video, 'video.bin')
+    const input = await inputFile('thumbnail', dir, video, 'video.bin')
     const grab = async (at: number) => (await run('thumbnail', [
-      '-loglevel', 'error', '-ss', String(at), '-i', file, '-frames:v', '1',
+      '-loglevel', 'error', '-ss', String(at), ...input, '-frames:v', '1',
       '-vf', `scale='min(${width},iw)':-2`, '-q:v', '4', '-f', 'image2', '-c:v', 'mjpeg', 'pipe:1',
     ], opts))
     let r = await grab(opts.atSeconds ?? 1)
@@ -164,9 +186,9 @@ export async function downscaleImage (image: Buffer, opts: DownscaleOptions = {}
   const w = checkSide('maxWidth', opts.maxWidth ?? 320)
   const h = checkSide('maxHeight', opts.maxHeight ?? 320)
   return withTemp(async (dir) => {
-    const file = await inputFile(dir, image, 'image.bin')
+    const input = await inputFile('downscaleImage', dir, image, 'image.bin')
     const r = await run('downscaleImage', [
-      '-loglevel', 'error', '-i', file, '-frames:v', '1',
+      '-loglevel', 'error', ...input, '-frames:v', '1',
       '-vf', `scale=w='min(${w},iw)':h='min(${h},ih)':force_original_aspect_ratio=decrease`,
       '-q:v', '4', '-f', 'image2', '-c:v', 'mjpeg', 'pipe:1',
     ], opts)

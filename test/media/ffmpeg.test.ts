@@ -103,7 +103,15 @@ t.test('bad input, a missing binary and a timeout are MediaErrors that say why',
   const garbage = Buffer.from('this is not a video at all')
   const e1 = await thumbnail(garbage).catch(e => e)
   t.type(e1, MediaError)
-  t.match(e1.message, /^thumbnail: no frame could be read/)
+  t.match(e1.message, /^thumbnail: unsupported input format \(not recognised\); nothing was run/)
+  // A playlist naming other files or URLs is never handed to ffmpeg (it would follow them):
+  // the input's format is checked first and named to ffmpeg with -f, and only file: is allowed.
+  const playlist = Buffer.from('#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1,\nhttp://169.254.169.254/latest/meta-data\n#EXTINF:1,\nfile:///etc/passwd\n#EXT-X-ENDLIST\n')
+  const e0 = await probe(playlist).catch(e => e)
+  t.type(e0, MediaError)
+  t.match(e0.message, /^probe: unsupported input format/)
+  // A real PNG is read with its demuxer named.
+  t.equal((await probe(await makeImage({ width: 64, height: 48 }))).width, 64)
   t.type(await downscaleImage(garbage).catch(e => e), MediaError)
   t.type(await thumbnail(Buffer.alloc(0)).catch(e => e), MediaError, 'empty')
   t.type(await probe(garbage).catch(e => e), MediaError)

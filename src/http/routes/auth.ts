@@ -3,6 +3,7 @@ import { ApiError } from '../../errors.js'
 import { createAccount, findAccountByEmail, findAccountById, setPassword } from '../../db/accounts.js'
 import { signSession } from '../jwt.js'
 import type { Route, RouteContext } from '../route.js'
+import { NO_STORE } from '../respond.js'
 import { recordLoginAttempts, type LoginAttempt } from '../../db/login-attempts.js'
 
 /** Free credits granted at signup (SPEC.md 1.8), as a `grant` ledger entry. */
@@ -103,7 +104,7 @@ export const routes: Route[] = [
       // Checked after the password, so a ban is only disclosed to the account's owner.
       if (a.banned) throw new ApiError('ACCOUNT_BANNED', 'This account is suspended; it cannot log in')
       const { token, expires_in } = signSession(s.jwtSecret, a.id)
-      return { body: { token, token_type: 'Bearer', expires_in } }
+      return { headers: NO_STORE, body: { token, token_type: 'Bearer', expires_in } }
     },
   },
   {
@@ -126,7 +127,7 @@ export const routes: Route[] = [
       s.auth.invalidateAccount(id)
       // A fresh session issued at the change instant stays valid; older ones do not.
       const { token, expires_in } = signSession(s.jwtSecret, id, now)
-      return { body: { changed: true, token, token_type: 'Bearer', expires_in } }
+      return { headers: NO_STORE, body: { changed: true, token, token_type: 'Bearer', expires_in } }
     },
   },
   {

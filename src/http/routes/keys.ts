@@ -4,6 +4,7 @@ import { insertKey, listKeys, revokeKey, rotateKey, type KeyRow } from '../../db
 import { generateKey } from '../api-key.js'
 import { tierOf, type AccountFlags } from '../auth.js'
 import type { Route, RouteContext } from '../route.js'
+import { NO_STORE } from '../respond.js'
 import { intParam } from '../validate.js'
 
 const CreateKey = Type.Object({
@@ -85,7 +86,7 @@ export const routes: Route[] = [
       const expiresAt = b.expires_in_days !== undefined ? new Date(Date.now() + b.expires_in_days * 86400_000) : null
       const row = await insertKey(ctx.services.sql, { accountId: a.id, hash: k.hash, prefix: k.prefix, name: b.name ?? null, expiresAt })
       if (row === null) throw new ApiError('KEY_LIMIT_REACHED', 'An account can have at most 5 active API keys; revoke one first')
-      return { status: 201, body: withSecret(row, k.key, a, 'Store this key now: it is shown only once.') }
+      return { status: 201, headers: NO_STORE, body: withSecret(row, k.key, a, 'Store this key now: it is shown only once.') }
     },
   },
   {
@@ -130,7 +131,7 @@ export const routes: Route[] = [
       if (r === 'not_found') throw new ApiError('KEY_NOT_FOUND')
       if (r === 'revoked') throw new ApiError('KEY_REVOKED')
       ctx.services.auth.invalidateKey(r.oldHash)
-      return { body: withSecret(r.row, k.key, a, 'Key rotated: the previous secret no longer works. Store this one now: it is shown only once.') }
+      return { headers: NO_STORE, body: withSecret(r.row, k.key, a, 'Key rotated: the previous secret no longer works. Store this one now: it is shown only once.') }
     },
   },
   {

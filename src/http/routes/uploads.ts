@@ -3,13 +3,13 @@ import busboy from 'busboy'
 import { fileTypeFromFile } from 'file-type'
 import { randomBytes } from 'node:crypto'
 import { createReadStream, createWriteStream, type WriteStream } from 'node:fs'
-import { mkdir, readFile, rm } from 'node:fs/promises'
+import { mkdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Transform, type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { ApiError } from '../../errors.js'
 import { validationError } from '../../catalog/validate.js'
-import { imageMetadataText, screenText } from '../../moderation.js'
+import { METADATA_TEXT_BUDGET } from '../../moderation.js'
 import { insertUpload, type UploadKind } from '../../db/uploads.js'
 import type { Reply, Route, RouteContext } from '../route.js'
 
@@ -251,9 +251,10 @@ async function upload (ctx: RouteContext): Promise<Reply> {
       throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `The file's content is not ${an(got.kind).toLowerCase()} file of an allowed type${detected ? ` (detected ${detected.mime})` : ''}`, { details: { kind: got.kind, detected: detected?.mime ?? null } })
     }
     if (got.kind === 'image') {
-      const text = `${got.filename}\n${imageMetadataText(await readFile(tmp), detected!.ext)}`
-      const term = screenText(text, config.moderationTerms)
-      if (term !== null) throw new ApiError('CONTENT_POLICY_VIOLATION', 'The image failed the content screen (file name or embedded text)')
+      // Off the event loop, within a byte and a time budget (src/media/screen.ts).
+      const v = await ctx.services.imageScreen.screen({ path: tmp, format: detected!.ext, filename: got.filename, terms: config.moderationTerms })
+      if (!v.ok) throw invalid('/file', `carries more embedded text metadata than the content screen reads (${v.budget === 'bytes' ? `${METADATA_TEXT_BUDGET / MB} MB of text` : 'its time budget'}); remove the metadata and upload it again`)
+      if (v.term !== null) throw new ApiError('CONTENT_POLICY_VIOLATION', 'The image failed the content screen (file name or embedded text)')
     }
     if (ctx.aborted()) return { status: -1 }
 

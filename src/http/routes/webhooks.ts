@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto'
 import { Type, type Static } from '@sinclair/typebox'
 import { ApiError } from '../../errors.js'
-import { checkWebhookUrl, classifyHost, isAllowlistedHost, MAX_URL_LENGTH } from '../../catalog/url.js'
+import { checkWebhookUrl, classifyHost, isAllowlistedHost, maskUrlPassword, MAX_URL_LENGTH } from '../../catalog/url.js'
 import { REGISTRATION_DNS_TIMEOUT_MS, resolveForRegistration, type LookupAll } from '../../actors/delivery.js'
 import { deleteWebhook, getWebhook, insertWebhook, listDeliveries, listWebhooks, MAX_ACTIVE_WEBHOOKS, type WebhookRow } from '../../db/webhooks.js'
 import type { Route } from '../route.js'
+import { NO_STORE } from '../respond.js'
 import { intParam } from '../validate.js'
 import { ListOf, page, Paging } from './jobs.js'
 
@@ -57,7 +58,7 @@ const DeliveriesQuery = Type.Object({ status: Type.Optional(DeliveryStatus), ...
 const ListQuery = Type.Object({ ...Paging })
 
 function viewOf (w: WebhookRow): Static<typeof WebhookView> {
-  return { id: w.id, url: w.url, events: w.events as Array<'job.completed' | 'job.failed'>, active: w.active, created_at: w.created_at.toISOString() }
+  return { id: w.id, url: maskUrlPassword(w.url), events: w.events as Array<'job.completed' | 'job.failed'>, active: w.active, created_at: w.created_at.toISOString() }
 }
 
 /**
@@ -102,7 +103,7 @@ export const routes: Route[] = [
       const secret = b.secret ?? randomBytes(32).toString('hex')
       const row = await insertWebhook(ctx.services.sql, { accountId: ctx.caller!.accountId, url: b.url, secret, events: b.events })
       if (row === null) throw new ApiError('WEBHOOK_LIMIT_REACHED', `An account can have at most ${MAX_ACTIVE_WEBHOOKS} active webhooks; delete one first`)
-      return { status: 201, body: { ...viewOf(row), secret } }
+      return { status: 201, headers: NO_STORE, body: { ...viewOf(row), secret } }
     },
   },
   {

@@ -17,6 +17,8 @@ export interface SendResult {
 
 export interface OversizedOptions {
   bytes: number
+  /** The body to send (its first `bytes` bytes; `a`s when absent). */
+  body?: Buffer
   /** Transfer-Encoding: chunked instead of Content-Length. */
   chunked?: boolean
   /** Connection: close (Node's http with agent: false, HTTP/1.0 clients, many proxies). */
@@ -63,8 +65,8 @@ export function sendOversized (base: string, method: string, path: string, o: Ov
     const pump = (): void => {
       while (sent < o.bytes && !req.destroyed) {
         const n = Math.min(piece.length, o.bytes - sent)
+        const ok = req.write(o.body !== undefined ? o.body.subarray(sent, sent + n) : n === piece.length ? piece : piece.subarray(0, n))
         sent += n
-        const ok = req.write(n === piece.length ? piece : piece.subarray(0, n))
         if (sent >= o.bytes) { req.end(); return }
         if (o.everyMs !== undefined) { setTimeout(pump, o.everyMs); return }
         if (!ok) { req.once('drain', pump); return }

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { pino } from 'pino'
 import { createApp, type App } from '../../src/app.js'
 import { loadConfig, type Config } from '../../src/config.js'
+import type { Route } from '../../src/http/route.js'
 import { signSession } from '../../src/http/jwt.js'
 import { freshDatabase } from './db.js'
 import { loadContract, responseProblems } from './contract.js'
@@ -39,7 +40,7 @@ export interface Res { status: number; headers: Headers; body: any; text: string
  * Starts the real service in-process on port 0 against its own fresh database. `env` is
  * the environment it reads (as for `npm start`).
  */
-export async function startServer (t: Tap, env: Record<string, string> = {}, overrides: Partial<Config> = {}): Promise<TestServer> {
+export async function startServer (t: Tap, env: Record<string, string> = {}, overrides: Partial<Config> = {}, extra: { routes?: Route[] } = {}): Promise<TestServer> {
   // Several nodes of one deployment share a database: pass DATABASE_URL to reuse one.
   const databaseUrl = env.DATABASE_URL ?? await freshDatabase(t)
   const dataDir = await mkdtemp(join(tmpdir(), 'gjt-data-'))
@@ -56,7 +57,7 @@ export async function startServer (t: Tap, env: Record<string, string> = {}, ove
     ...(process.env.TEST_FRONTENDS ? { FRONTENDS: process.env.TEST_FRONTENDS } : {}),
     ...env,
   }, overrides)
-  const app = await createApp(config, { logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }) })
+  const app = await createApp(config, { logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }), routes: extra.routes })
   t.teardown(async () => {
     await app.close()
     await rm(dataDir, { recursive: true, force: true })

@@ -40,7 +40,9 @@ export interface Res { status: number; headers: Headers; body: any; text: string
  * Starts the real service in-process on port 0 against its own fresh database. `env` is
  * the environment it reads (as for `npm start`).
  */
-export async function startServer (t: Tap, env: Record<string, string> = {}, overrides: Partial<Config> = {}, extra: { routes?: Route[] } = {}): Promise<TestServer> {
+export async function startServer (
+  t: Tap, env: Record<string, string> = {}, overrides: Partial<Config> = {}, extra: { routes?: Route[] } = {}
+): Promise<TestServer> {
   // Several nodes of one deployment share a database: pass DATABASE_URL to reuse one.
   const databaseUrl = env.DATABASE_URL ?? await freshDatabase(t)
   const dataDir = await mkdtemp(join(tmpdir(), 'gjt-data-'))

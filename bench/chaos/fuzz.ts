@@ -5,12 +5,25 @@
  * not JSON at all; path parameters are random strings. Counted: answers >= 500 and answers
  * that are not the SPEC.md section 7 envelope. Credentials: a paid key, or a session JWT for
  * session routes; operator routes get no token (they must refuse cleanly).
+ *
+ * Then the hostile phase (docs/operations.md "Hostile input"): a 2 MB body to every operation
+ * that takes one, the provider callbacks included, with Content-Length and chunked, keep-alive
+ * and `Connection: close`; PNG text-chunk decompression bombs; uploads cut off mid-body. Each
+ * must be answered (never a 5xx, never a dropped connection) and the process must go on serving.
  */
 import fc from 'fast-check'
 import { startService } from '../lib/children.js'
 import { api, createDatabase, seedAccounts } from '../lib/seed.js'
 import { RAISED_TIER_LIMITS } from '../lib/stack.js'
+import { abortedUpload, multipart, pngTextBomb, sendOversized } from '../lib/hostile.js'
 import { call, type ChaosOptions } from './common.js'
+
+/** Credentials that turn on the three callback routes; the upstream hosts point at a closed port. */
+const CALLBACK_ENV = {
+  FAL_KEY: 'fuzz', FAL_QUEUE_URL: 'http://127.0.0.1:9/queue', FAL_JWKS_URL: 'http://127.0.0.1:9/jwks',
+  REPLICATE_API_TOKEN: 'fuzz', REPLICATE_API_URL: 'http://127.0.0.1:9', REPLICATE_WEBHOOK_SECRET: 'whsec_ZnV6emZ1enpmdXp6ZnV6eg==',
+  KIE_API_KEY: 'fuzz', KIE_API_URL: 'http://127.0.0.1:9', KIE_WEBHOOK_HMAC_KEY: 'fuzz',
+}
 
 export interface FuzzOptions extends ChaosOptions { requests: number; concurrency: number; seed?: number }
 
@@ -61,7 +74,7 @@ function objectOf (doc: any, s: Schema, depth: number): fc.Arbitrary<unknown> {
 
 export async function fuzzChaos (o: FuzzOptions): Promise<Record<string, number>> {
   const db = await createDatabase(o.databaseUrl, 'chaos_fuzz')
-  const svc = await startService({ databaseUrl: db.url, env: { TIER_LIMITS: RAISED_TIER_LIMITS, SIM_SPEED: '500', SUBMIT_TIMEOUT_MS: '300', SHARDS: '2' } })
+  const svc = await startService({ databaseUrl: db.url, env: { ...CALLBACK_ENV, TIER_LIMITS: RAISED_TIER_LIMITS, SIM_SPEED: '500', SUBMIT_TIMEOUT_MS: '300', SHARDS: '2' } })
   try {
     const [acct] = await seedAccounts(svc, 1, 100_000_000, 'fuzz')
     const login = await api(svc.url, 'POST', '/v1/auth/login', { body: { email: acct.email, password: 'bench-password-0' } })
@@ -118,9 +131,39 @@ export async function fuzzChaos (o: FuzzOptions): Promise<Record<string, number>
     }
     await Promise.all(Array.from({ length: o.concurrency }, worker))
     for (const e of examples) o.log(`  fuzz: ${e}`)
-    return { ...figures, violations: figures.status_5xx + figures.not_envelope + figures.dropped }
+    const hostile = await hostilePhase(svc.url, ops, acct.key, jwt, o.log)
+    const alive = (await call(svc.url, 'GET', '/v1/health', { capMs: 10_000 })).status === 200 && !/uncaught exception|must not be accessed/.test(svc.stderr()) ? 1 : 0
+    return { ...figures, ...hostile, alive, violations: figures.status_5xx + figures.not_envelope + figures.dropped + hostile.hostile_5xx + hostile.hostile_dropped + (1 - alive) }
   } finally {
     await svc.stop().catch(() => {})
     await db.drop().catch(() => {})
   }
+}
+
+/** The hostile phase: every answer counted; a 5xx or a request left without one is a violation. */
+async function hostilePhase (url: string, ops: Op[], key: string, jwt: string, log: (l: string) => void): Promise<Record<string, number>> {
+  const f = { hostile_requests: 0, hostile_5xx: 0, hostile_dropped: 0, hostile_refused: 0 }
+  const count = (what: string, status: number) => {
+    f.hostile_requests++
+    if (status === 0) { f.hostile_dropped++; log(`  hostile: ${what}: no answer`) } else if (status >= 500) { f.hostile_5xx++; log(`  hostile: ${what}: ${status}`) } else f.hostile_refused++
+  }
+  const targets = ops.filter(op => op.method !== 'GET' && op.method !== 'DELETE').map(op => ({ ...op, path: op.path.replace(/\{[^}]+\}/g, 'x1') }))
+  for (const name of ['fal', 'replicate', 'kie']) targets.push({ method: 'POST', path: `/v1/providers/${name}/callback`, body: null, auth: 'none' })
+  for (const op of targets) {
+    const headers: Record<string, string> = op.auth === 'key' ? { 'x-api-key': key } : op.auth === 'session' ? { authorization: `Bearer ${jwt}` } : {}
+    for (const v of [{}, { chunked: true }, { close: true }, { chunked: true, close: true }]) {
+      const r = await sendOversized(url, op.method, op.path, { bytes: 2 * 1024 * 1024, chunk: 64 * 1024, headers, ...v })
+      count(`${op.method} ${op.path} ${JSON.stringify(v)}`, r.status)
+    }
+  }
+  const bomb = multipart('image', 'bomb.png', pngTextBomb(3000, 1024 * 1024))
+  for (let i = 0; i < 3; i++) {
+    const headers = { 'content-type': bomb.contentType, 'x-api-key': key }
+    const r = await sendOversized(url, 'POST', '/v1/uploads', { bytes: bomb.body.length, body: bomb.body, headers })
+    count('PNG text-chunk bomb', r.status)
+  }
+  for (let i = 0; i < 20; i++) await abortedUpload(url, '/v1/uploads', { 'x-api-key': key }, 5 * 1024 * 1024, 256 * 1024 + i * 1000)
+  // After the cut-off uploads, the node still answers.
+  count('health after aborted uploads', (await call(url, 'GET', '/v1/health', { capMs: 10_000 })).status)
+  return f
 }

@@ -133,7 +133,8 @@ export async function fuzzChaos (o: FuzzOptions): Promise<Record<string, number>
     for (const e of examples) o.log(`  fuzz: ${e}`)
     const hostile = await hostilePhase(svc.url, ops, acct.key, jwt, o.log)
     const alive = (await call(svc.url, 'GET', '/v1/health', { capMs: 10_000 })).status === 200 && !/uncaught exception|must not be accessed/.test(svc.stderr()) ? 1 : 0
-    return { ...figures, ...hostile, alive, violations: figures.status_5xx + figures.not_envelope + figures.dropped + hostile.hostile_5xx + hostile.hostile_dropped + (1 - alive) }
+    const violations = figures.status_5xx + figures.not_envelope + figures.dropped + hostile.hostile_5xx + hostile.hostile_dropped + (1 - alive)
+    return { ...figures, ...hostile, alive, violations }
   } finally {
     await svc.stop().catch(() => {})
     await db.drop().catch(() => {})

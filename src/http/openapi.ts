@@ -335,7 +335,7 @@ function operation (r: Route, p: string, method: string, operationIds: Set<strin
 }
 
 /** The document around the operations. */
-function document (paths: Record<string, unknown>, tagOrder: string[], servers: unknown[], opts: { version: string; serverUrl: string }): Record<string, unknown> {
+function document (paths: Record<string, unknown>, tagOrder: string[], servers: unknown[], opts: { version: string }): Record<string, unknown> {
   return {
     openapi: '3.1.0',
     info: {

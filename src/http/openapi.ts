@@ -235,7 +235,8 @@ export function buildOpenApi (routes: Route[], opts: { version: string; serverUr
 /** One operation of route `r` at OpenAPI path `p` (its own path or one of its rest shapes). */
 function operation (r: Route, p: string, method: string, operationIds: Set<string>): Record<string, unknown> {
   const head = method === 'HEAD'
-  let operationId = `${method.toLowerCase()}${p.replace(/[{}]/g, '').split(/[/_.-]/).map(s => s.charAt(0).toUpperCase() + s.slice(1)).join('')}`
+  const words = p === '/' ? 'Root' : p.replace(/[{}]/g, '').split(/[/_.-]/).map(s => s.charAt(0).toUpperCase() + s.slice(1)).join('')
+  let operationId = `${method.toLowerCase()}${words}`
   for (let i = 2; operationIds.has(operationId); i++) operationId = operationId.replace(/\d*$/, String(i))
   operationIds.add(operationId)
   const shape = p !== openApiPath(r.path)

@@ -50,7 +50,7 @@ t.test('without DATABASE_URL the service starts an embedded PostgreSQL, prints a
   t.equal(health.checks.database, 'ok')
   const token = (await readFile(join(dataDir, 'admin-token'), 'utf8')).trim()
   t.match(first.output(), token, 'the generated admin token is printed')
-  const acct = await fetch(`http://127.0.0.1:${port}/v1/admin/accounts`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: JSON.stringify({ email: 'op@example.com', password: 'password123', verified: true }) })
+  const acct = await fetch(`http://127.0.0.1:${port}/v1/admin/accounts`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ email: 'op@example.com', password: 'password123', verified: true }) })
   t.equal(acct.status, 201, 'the printed token works on the operator API')
   first.child.kill('SIGTERM')
   t.equal(await first.exited, 0, 'SIGTERM drains and exits 0')
@@ -63,7 +63,7 @@ t.test('without DATABASE_URL the service starts an embedded PostgreSQL, prints a
   const startMs = Date.now() - began
   t.ok(startMs < 15_000, `second start healthy in ${startMs} ms (< 15 s; the machine is shared)`)
   t.notMatch(second.output(), token, 'the admin token is printed only when generated')
-  const login = await fetch(`http://127.0.0.1:${port}/v1/auth/login`, { method: 'POST', body: JSON.stringify({ email: 'op@example.com', password: 'password123' }) })
+  const login = await fetch(`http://127.0.0.1:${port}/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'op@example.com', password: 'password123' }) })
   t.equal(login.status, 200, 'data in DATA_DIR/pg survived the restart')
   second.child.kill('SIGINT')
   t.equal(await second.exited, 0, 'SIGINT exits 0 too')

@@ -185,9 +185,28 @@ export class RequestBody {
   }
 }
 
-/** Parses a JSON body; an empty body is `undefined`. Malformed JSON is 400 VALIDATION_ERROR. */
-export function parseJson (buf: Buffer): unknown {
+/**
+ * Whether a JSON route reads a body sent with this Content-Type (docs/decisions.md "JSON bodies
+ * and Content-Type"): JSON types; none at all; and curl's default for `-d`
+ * (application/x-www-form-urlencoded), which the README's examples rely on. Any other type
+ * (text/plain, which fetch sends for a string body, multipart, XML) is a client mistake.
+ */
+export function jsonContentType (contentType: string | undefined): boolean {
+  if (contentType === undefined) return true
+  const type = contentType.split(';', 1)[0].trim().toLowerCase()
+  return type === '' || type === 'application/json' || type === 'application/x-www-form-urlencoded' ||
+    (type.startsWith('application/') && type.endsWith('+json'))
+}
+
+/**
+ * Parses a JSON body; an empty body is `undefined`. A body sent with a non-JSON Content-Type
+ * is 415 UNSUPPORTED_MEDIA_TYPE; malformed JSON is 400 VALIDATION_ERROR.
+ */
+export function parseJson (buf: Buffer, contentType?: string): unknown {
   if (buf.length === 0) return undefined
+  if (!jsonContentType(contentType)) {
+    throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `The body must be sent as application/json, not ${contentType!.split(';', 1)[0].trim().slice(0, 100)}`)
+  }
   const text = buf.toString('utf8')
   let value: unknown
   try {

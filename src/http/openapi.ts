@@ -73,6 +73,8 @@ function webhookOperation (event: string, summary: string): Record<string, unkno
       summary,
       description: 'Sent to a URL registered with POST /webhooks or given as webhook_url on a generate or extend request. At least once; retried after 5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 3 h, 6 h, 12 h, 24 h until a 2xx; a 410 disables a registered webhook; 10 s timeout; redirects are not followed.',
       parameters: WEBHOOK_HEADERS,
+      // The receiver is the client's own server: no credential is sent; X-Service-Signature proves the sender.
+      security: [],
       requestBody: { required: true, content: { 'application/json': { schema: { allOf: [{ $ref: '#/components/schemas/WebhookEvent' }, { type: 'object', properties: { type: { const: event } } }] } } } },
       responses: {
         '2XX': { description: 'Received; no more attempts' },
@@ -117,7 +119,9 @@ const TAGS: Record<string, string> = {
   Uploads: 'Media inputs for generation (scope generate)',
   Sessions: 'Dashboard sign-up, login and password',
   'API keys': 'Key management (dashboard session only)',
-  Operator: 'Operator API (ADMIN_TOKEN)',
+  Operator: 'Operator API (ADMIN_TOKEN); /metrics also takes METRICS_TOKEN',
+  Admin: 'Operator views of jobs and provider routes (ADMIN_TOKEN)',
+  Providers: 'Callbacks from fal, Replicate and Kie (each verified by its provider\'s signature)',
   Files: 'Stored media downloads',
 }
 
@@ -130,131 +134,219 @@ const AUTH_TEXT: Record<string, string> = {
 
 const H = (name: string) => ({ $ref: `#/components/headers/${name}` })
 
-/** OpenAPI path of a route: `/v1` is the server URL; `:id` becomes `{id}` and a trailing `*` `{path}`. */
+/**
+ * Where a route is served from: `/v1/...` hangs from the `/v1` server URLs of the document;
+ * `/v1` itself and every path outside it (`/`, file downloads, /metrics, the dashboard, embed
+ * pages) from the root, declared with path-level `servers`.
+ */
+export type Base = 'v1' | 'root'
+
+export function routeBase (routePath: string): Base {
+  return routePath.startsWith('/v1/') ? 'v1' : 'root'
+}
+
+/** OpenAPI path of a route path, relative to its base: `:id` becomes `{id}`, a trailing `*` `{path}`. */
 export function openApiPath (routePath: string): string {
-  if (routePath === '/v1') return '/'
   return (routePath.startsWith('/v1/') ? routePath.slice(3) : routePath)
     .replace(/:([A-Za-z_]+)/g, '{$1}')
     .replace(/\/\*$/, '/{path}')
+}
+
+/** Methods a route is declared with: a raw GET that answers HEAD itself (downloads) declares both. */
+export function declaredMethods (r: Route): string[] {
+  return r.head ? [r.method, 'HEAD'] : [r.method]
+}
+
+/**
+ * Every OpenAPI path a route is declared at: its own and, for a wildcard route, one per
+ * `restShapes` entry. An OpenAPI path parameter is one segment (slashes in it must be
+ * percent-encoded), so a URL whose rest has raw slashes matches only a shape of its depth.
+ */
+export function declaredPaths (r: Route): string[] {
+  const own = openApiPath(r.path)
+  if (!r.path.endsWith('/*') || !r.restShapes) return [own]
+  const prefix = r.path.slice(0, -1)
+  return [own, ...r.restShapes.map(shape => openApiPath(prefix + shape))]
+}
+
+/** A route's body is read and parsed as JSON by the front end (src/http/server.ts, src/http/body.ts). */
+function readsJsonBody (r: Route): boolean {
+  return (r.method === 'POST' || r.method === 'PATCH' || r.method === 'PUT') && !r.rawBody
 }
 
 /** Every error code a route can answer: its own plus those of its credential, body, query and path. */
 export function routeErrorCodes (r: Route): string[] {
   const codes = new Set([...(GENERIC[r.auth] ?? []), ...(r.errors ?? []), 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE'])
   if (r.schema?.body || r.schema?.query) codes.add('VALIDATION_ERROR')
-  if (r.schema?.body) codes.add('PAYLOAD_TOO_LARGE')
+  if (readsJsonBody(r)) {
+    // Any body is parsed (malformed JSON is a 400) and capped, and a non-JSON Content-Type is refused.
+    for (const c of ['VALIDATION_ERROR', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE']) codes.add(c)
+  }
   // A path parameter that is not valid percent-encoding is refused by the front end (src/http/server.ts).
   if (/[:*]/.test(r.path)) codes.add(r.path.includes(':') ? 'INVALID_PARAM' : 'NOT_FOUND')
   return [...codes].filter(c => c in ERRORS)
 }
 
+/** The request body of a JSON route, with the Content-Type rule of src/http/body.ts. */
+const JSON_BODY_NOTE = 'Sent as `application/json` (or `application/*+json`). A body with no Content-Type, or with curl\'s default `application/x-www-form-urlencoded`, is read as JSON too; any other type is 415 UNSUPPORTED_MEDIA_TYPE (docs/decisions.md "JSON bodies and Content-Type").'
+
 /**
  * Builds /v1/openapi.json from the route table (DESIGN.md section 8): request and response
  * schemas come from the same TypeBox objects the validators compile, and `x-error-codes` from
- * src/errors.ts (the document's table, and per operation the codes it can answer).
+ * src/errors.ts (the document's table, and per operation the codes it can answer). Every
+ * route is declared, at its own base, with its real credential.
  */
 export function buildOpenApi (routes: Route[], opts: { version: string; serverUrl: string }): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {}
   const operationIds = new Set<string>()
   const tagOrder: string[] = []
+  const bases = new Map<string, Set<Base>>()
+  const declaredBy = new Map<string, Route>()
   for (const r of routes) {
-    if (r.hidden) continue
-    const p = openApiPath(r.path)
-    let operationId = `${r.method.toLowerCase()}${p.replace(/[{}]/g, '').split(/[/_.-]/).map(s => s.charAt(0).toUpperCase() + s.slice(1)).join('')}`
-    for (let i = 2; operationIds.has(operationId); i++) operationId = operationId.replace(/\d*$/, String(i))
-    operationIds.add(operationId)
-    if (!tagOrder.includes(r.tag)) tagOrder.push(r.tag)
-    const op: Record<string, unknown> = {
-      operationId,
-      summary: r.summary,
-      description: `${AUTH_TEXT[r.auth] ?? ''}${r.scope ? ` Scope: \`${r.scope}\`.` : ''}`.trim(),
-      tags: [r.tag],
-    }
-    const parameters: unknown[] = []
-    for (const name of (r.path.match(/:([A-Za-z_]+)/g) ?? []).map(s => s.slice(1))) {
-      const ps = r.schema?.params as { properties?: Record<string, unknown> } | undefined
-      parameters.push({ name, in: 'path', required: true, schema: ps?.properties?.[name] ? strip(ps.properties[name] as TSchema) : { type: 'string' } })
-    }
-    if (r.path.endsWith('/*')) parameters.push({ name: 'path', in: 'path', required: true, description: 'The rest of the path; its `/` may be sent as they are or percent-encoded (`%2F`)', schema: { type: 'string' } })
-    const qs = r.schema?.query as { properties?: Record<string, TSchema>; required?: string[] } | undefined
-    if (qs?.properties) {
-      for (const [name, s] of Object.entries(qs.properties)) {
-        const schema = strip(s) as Record<string, unknown>
-        const param: Record<string, unknown> = { name, in: 'query', required: qs.required?.includes(name) ?? false, schema }
-        if (typeof schema.description === 'string') param.description = schema.description
-        parameters.push(param)
+    for (const p of declaredPaths(r)) {
+      const base = routeBase(r.path)
+      for (const method of declaredMethods(r)) {
+        const m = method.toLowerCase()
+        const seen = declaredBy.get(`${m} ${p}`)
+        if (seen) {
+          // The same operation served at the root and under /v1 (file downloads): declared once, with both servers.
+          if (seen.handler !== r.handler) throw new Error(`${method} ${p} is declared by two routes (${seen.path}, ${r.path})`)
+          bases.get(p)!.add(base)
+          continue
+        }
+        declaredBy.set(`${m} ${p}`, r)
+        let b = bases.get(p)
+        if (!b) bases.set(p, b = new Set())
+        b.add(base)
+        if (!tagOrder.includes(r.tag)) tagOrder.push(r.tag)
+        ;(paths[p] ??= {})[m] = operation(r, p, method, operationIds)
       }
     }
-    if (r.headers) for (const h of r.headers) parameters.push(h)
-    if (parameters.length) op.parameters = parameters
-    if (r.schema?.body) {
-      const body = strip(r.schema.body) as { required?: string[] }
-      op.requestBody = { required: (body.required?.length ?? 0) > 0, content: { 'application/json': { schema: body } } }
-    } else if (r.rawBody && r.rawBodySchema) {
-      op.requestBody = { required: true, content: r.rawBodySchema }
-    }
-
-    const headersFor = (status: number) => {
-      const h: Record<string, unknown> = { 'X-Request-Id': H('X-Request-Id') }
-      if (r.auth === 'key' || r.auth === 'session') Object.assign(h, { 'X-RateLimit-Limit': H('X-RateLimit-Limit'), 'X-RateLimit-Remaining': H('X-RateLimit-Remaining') })
-      if (status === 429) h['Retry-After'] = H('Retry-After')
-      return h
-    }
-    const responses: Record<string, Record<string, unknown>> = {}
-    for (const [status, s] of Object.entries(r.schema?.response ?? {})) {
-      responses[status] = { description: `HTTP ${status}`, headers: headersFor(Number(status)), content: { 'application/json': { schema: strip(s) } } }
-    }
-    for (const [status, content] of Object.entries(r.responseContent ?? {})) {
-      const resp = (responses[status] ??= { description: status === '204' ? 'No Content' : `HTTP ${status}`, headers: headersFor(Number(status)) })
-      if (Object.keys(content).length) resp.content = { ...(resp.content as object | undefined), ...content }
-    }
-    for (const [status, extra] of Object.entries(r.extraResponses ?? {})) {
-      responses[status] = { headers: headersFor(Number(status)), ...responses[status], ...extra }
-    }
-    if (!Object.keys(responses).some(s => s.startsWith('2'))) {
-      // A raw handler that writes its own answer (file downloads): bytes of the stored type.
-      responses['200'] = r.rawBody
-        ? { description: 'The bytes, with their stored Content-Type', headers: headersFor(200), content: { '*/*': { schema: { type: 'string', format: 'binary' } } } }
-        : { description: 'OK', headers: headersFor(200) }
-    }
-    const codes = routeErrorCodes(r)
-    const byStatus = new Map<number, string[]>()
-    for (const c of codes) {
-      const e = ERRORS[c as keyof typeof ERRORS]
-      if (e.status === 0) continue
-      byStatus.set(e.status, [...(byStatus.get(e.status) ?? []), c])
-    }
-    for (const [status, cs] of [...byStatus].sort((a, b) => a[0] - b[0])) {
-      const existing = responses[String(status)]
-      if (existing) { existing.description = `${existing.description}; or the error envelope: ${cs.join(', ')}`; continue }
-      const schema = { $ref: `#/components/schemas/${status === 504 ? 'GatewayTimeoutError' : 'Error'}` }
-      responses[String(status)] = { description: cs.join(', '), headers: headersFor(status), content: { 'application/json': { schema } } }
-    }
-    for (const resp of Object.values(responses)) if (resp.content) resp.content = withToon(resp.content as Record<string, unknown>)
-    op.responses = responses
-    op['x-error-codes'] = codes
-    if (r.auth === 'key') op.security = [{ ApiKeyHeader: [] }, { BearerAuth: [] }]
-    else if (r.auth === 'session') op.security = [{ SessionJwt: [] }]
-    else if (r.auth === 'admin') op.security = [{ AdminToken: [] }]
-    // A public route that answers AUTH_REQUIRED checks credentials itself (SSE: headers or ?ticket=).
-    else if (r.errors?.includes('AUTH_REQUIRED')) op.security = [{ ApiKeyHeader: [] }, { BearerAuth: [] }, {}]
-    else op.security = []
-    if (r.scope) op['x-required-scope'] = r.scope
-    const item = (paths[p] ??= {})
-    // Routes outside /v1 (file downloads) are served from the root of the service.
-    if (!r.path.startsWith('/v1/')) item.servers = [{ url: opts.serverUrl }]
-    item[r.method.toLowerCase()] = op
   }
+  // Path-level servers for what is not (only) under /v1. Generated clients that ignore them
+  // still reach file downloads, which are also under /v1.
+  const v1Servers = [{ url: `${opts.serverUrl}/v1`, description: 'PUBLIC_BASE_URL' }, { url: '/v1', description: 'The origin serving this document' }]
+  const rootServer = { url: opts.serverUrl, description: 'PUBLIC_BASE_URL, outside /v1' }
+  for (const [p, b] of bases) if (b.has('root')) paths[p].servers = b.has('v1') ? [...v1Servers, rootServer] : [rootServer]
+
+  return document(paths, tagOrder, v1Servers, opts)
+}
+
+/** One operation of route `r` at OpenAPI path `p` (its own path or one of its rest shapes). */
+function operation (r: Route, p: string, method: string, operationIds: Set<string>): Record<string, unknown> {
+  const head = method === 'HEAD'
+  const words = p === '/' ? 'Root' : p.replace(/[{}]/g, '').split(/[/_.-]/).map(s => s.charAt(0).toUpperCase() + s.slice(1)).join('')
+  let operationId = `${method.toLowerCase()}${words}`
+  for (let i = 2; operationIds.has(operationId); i++) operationId = operationId.replace(/\d*$/, String(i))
+  operationIds.add(operationId)
+  const shape = p !== openApiPath(r.path)
+  const op: Record<string, unknown> = {
+    operationId,
+    summary: head ? `Headers of: ${r.summary}` : r.summary,
+    description: [
+      AUTH_TEXT[r.auth] ?? '',
+      r.scope ? `Scope: \`${r.scope}\`.` : '',
+      shape ? 'The rest of the path with its slashes as they are (one parameter per segment).' : '',
+      head ? 'HEAD: the status and headers GET would answer, without the body.' : '',
+    ].filter(Boolean).join(' '),
+    tags: [r.tag],
+  }
+  const parameters: unknown[] = []
+  const ps = r.schema?.params as { properties?: Record<string, unknown> } | undefined
+  for (const [, name] of p.matchAll(/\{([^}]+)\}/g)) {
+    if (name === 'path' && r.path.endsWith('/*') && !shape) {
+      parameters.push({ name, in: 'path', required: true, description: 'The rest of the path as one segment: its `/` percent-encoded (`%2F`), as generated clients send it. With raw slashes, the URL matches the operation of its depth', schema: { type: 'string' } })
+    } else if (shape && !r.path.includes(`:${name}`)) {
+      parameters.push({ name, in: 'path', required: true, description: 'One segment of the rest of the path', schema: { type: 'string' } })
+    } else {
+      parameters.push({ name, in: 'path', required: true, schema: ps?.properties?.[name] ? strip(ps.properties[name] as TSchema) : { type: 'string' } })
+    }
+  }
+  const qs = r.schema?.query as { properties?: Record<string, TSchema>; required?: string[] } | undefined
+  if (qs?.properties) {
+    for (const [name, s] of Object.entries(qs.properties)) {
+      const schema = strip(s) as Record<string, unknown>
+      const param: Record<string, unknown> = { name, in: 'query', required: qs.required?.includes(name) ?? false, schema }
+      if (typeof schema.description === 'string') param.description = schema.description
+      parameters.push(param)
+    }
+  }
+  if (r.headers) for (const h of r.headers) parameters.push(h)
+  if (parameters.length) op.parameters = parameters
+  if (r.schema?.body) {
+    const body = strip(r.schema.body) as { required?: string[] }
+    op.requestBody = { required: (body.required?.length ?? 0) > 0, description: JSON_BODY_NOTE, content: { 'application/json': { schema: body } } }
+  } else if (r.rawBody && r.rawBodySchema) {
+    op.requestBody = { required: true, content: r.rawBodySchema }
+  }
+
+  const headersFor = (status: number) => {
+    const h: Record<string, unknown> = { 'X-Request-Id': H('X-Request-Id') }
+    if (r.auth === 'key' || r.auth === 'session') Object.assign(h, { 'X-RateLimit-Limit': H('X-RateLimit-Limit'), 'X-RateLimit-Remaining': H('X-RateLimit-Remaining') })
+    if (status === 429) h['Retry-After'] = H('Retry-After')
+    return h
+  }
+  const responses: Record<string, Record<string, unknown>> = {}
+  for (const [status, s] of Object.entries(r.schema?.response ?? {})) {
+    responses[status] = { description: `HTTP ${status}`, headers: headersFor(Number(status)), content: { 'application/json': { schema: strip(s) } } }
+  }
+  for (const [status, content] of Object.entries(r.responseContent ?? {})) {
+    const resp = (responses[status] ??= { description: status === '204' ? 'No Content' : `HTTP ${status}`, headers: headersFor(Number(status)) })
+    if (Object.keys(content).length) resp.content = { ...(resp.content as object | undefined), ...content }
+  }
+  for (const [status, extra] of Object.entries(r.extraResponses ?? {})) {
+    responses[status] = { headers: headersFor(Number(status)), ...responses[status], ...extra }
+  }
+  if (!Object.keys(responses).some(s => s.startsWith('2'))) {
+    // A raw handler that writes its own answer: bytes of the stored type (OAS 3.1 binary: no `type`).
+    responses['200'] = r.rawBody
+      ? { description: 'The bytes, with their stored Content-Type', headers: headersFor(200), content: { '*/*': { schema: { contentMediaType: 'application/octet-stream' } } } }
+      : { description: 'OK', headers: headersFor(200) }
+  }
+  const codes = routeErrorCodes(r)
+  const byStatus = new Map<number, string[]>()
+  for (const c of codes) {
+    const e = ERRORS[c as keyof typeof ERRORS]
+    if (e.status === 0) continue
+    byStatus.set(e.status, [...(byStatus.get(e.status) ?? []), c])
+  }
+  for (const [status, cs] of [...byStatus].sort((a, b) => a[0] - b[0])) {
+    const existing = responses[String(status)]
+    if (existing) { existing.description = `${existing.description}; or the error envelope: ${cs.join(', ')}`; continue }
+    const schema = { $ref: `#/components/schemas/${status === 504 ? 'GatewayTimeoutError' : 'Error'}` }
+    responses[String(status)] = { description: cs.join(', '), headers: headersFor(status), content: { 'application/json': { schema } } }
+  }
+  for (const resp of Object.values(responses)) {
+    if (!resp.content) continue
+    // HEAD answers carry the headers of the GET answer and no body.
+    if (head) delete resp.content
+    else resp.content = withToon(resp.content as Record<string, unknown>)
+  }
+  op.responses = responses
+  op['x-error-codes'] = codes
+  if (r.security) op.security = r.security
+  else if (r.auth === 'key') op.security = [{ ApiKeyHeader: [] }, { BearerAuth: [] }]
+  else if (r.auth === 'session') op.security = [{ SessionJwt: [] }]
+  else if (r.auth === 'admin') op.security = [{ AdminToken: [] }]
+  // A public route that answers AUTH_REQUIRED checks credentials itself (SSE: headers or ?ticket=).
+  else if (r.errors?.includes('AUTH_REQUIRED')) op.security = [{ ApiKeyHeader: [] }, { BearerAuth: [] }, {}]
+  else op.security = []
+  if (r.scope) op['x-required-scope'] = r.scope
+  return op
+}
+
+/** The document around the operations. */
+function document (paths: Record<string, unknown>, tagOrder: string[], servers: unknown[], opts: { version: string }): Record<string, unknown> {
   return {
     openapi: '3.1.0',
     info: {
       title: 'Generation Job Service API',
       version: '1.0.0',
-      description: 'Submit AI video, image and audio generation jobs paid in credits; get results by polling, Server-Sent Events or signed webhooks. Send `Accept: application/toon` on any route for TOON.',
+      description: 'Submit AI video, image and audio generation jobs paid in credits; get results by polling, Server-Sent Events or signed webhooks. Send `Accept: application/toon` for TOON: every answer declared as `application/json` (errors included) then comes as `application/toon`; HTML pages, scripts, metrics text, file bytes and event streams are sent as they are.',
       'x-service-version': opts.version,
     },
     // PUBLIC_BASE_URL first (clients, generators); the relative entry is the origin that served this document.
-    servers: [{ url: `${opts.serverUrl}/v1`, description: 'PUBLIC_BASE_URL' }, { url: '/v1', description: 'The origin serving this document' }],
+    servers,
     tags: [
       ...Object.keys(TAGS).filter(t => tagOrder.includes(t)), ...tagOrder.filter(t => !(t in TAGS))
     ].map(name => TAGS[name] ? { name, description: TAGS[name] } : { name }),
@@ -277,6 +369,7 @@ export function buildOpenApi (routes: Route[], opts: { version: string; serverUr
         BearerAuth: { type: 'http', scheme: 'bearer', description: 'API key as a bearer token' },
         SessionJwt: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'Dashboard session from POST /auth/login' },
         AdminToken: { type: 'http', scheme: 'bearer', description: 'Operator ADMIN_TOKEN' },
+        MetricsToken: { type: 'http', scheme: 'bearer', description: 'METRICS_TOKEN, for a Prometheus scraper (GET /metrics only)' },
       },
     },
     'x-error-codes': Object.entries(ERRORS).map(([code, e]) => ({ code, http_status: e.status === 0 ? null : e.status, message: e.message })),

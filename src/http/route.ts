@@ -104,8 +104,13 @@ export interface Route {
   responseContent?: Record<number, Record<string, unknown>>
   /** OpenAPI responses written by a raw handler (206, 304, 416 of file downloads), merged as given. */
   extraResponses?: Record<number, Record<string, unknown>>
-  /** Served but not described in OpenAPI (an alias of a described route). */
-  hidden?: boolean
+  /**
+   * A wildcard route (`/files/*`): the shapes of the rest that it serves with raw slashes
+   * (`:dir/:name`), each declared in OpenAPI as its own path, whose parameters are one segment.
+   */
+  restShapes?: string[]
+  /** OpenAPI `security` of a route that checks its own credential (auth `public`): /metrics. */
+  security?: Array<Record<string, string[]>>
   /** Extra OpenAPI header parameters (Idempotency-Key, Last-Event-ID). */
   headers?: Array<Record<string, unknown>>
   handler: (ctx: RouteContext) => Promise<Reply> | Reply

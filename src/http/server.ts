@@ -377,7 +377,7 @@ export class HttpServer {
       await this.rateLimit(ex, caller)
     }
     if (raw !== undefined) {
-      const parsed = parseJson(raw)
+      const parsed = parseJson(raw, ctx.headers['content-type'])
       ctx.body = c.body ? check(c.body, parsed ?? {}, 'body') : parsed
     }
     if (c.query) {

@@ -1,4 +1,5 @@
 import t from 'tap'
+import { request } from 'node:http'
 import { connect } from 'node:net'
 import { decode as toonDecode } from '@toon-format/toon'
 import { startServer } from '../helpers/server.js'
@@ -29,6 +30,35 @@ t.test('malformed JSON answers 400 VALIDATION_ERROR with details', async (t) => 
   t.equal(r.status, 400)
   assertEnvelope(t, r.body, 'VALIDATION_ERROR')
   t.ok(Array.isArray(r.body.details))
+})
+
+t.test('a JSON body sent as text/plain (or another non-JSON type) answers 415 UNSUPPORTED_MEDIA_TYPE; JSON types, none and curl\'s default are read', async (t) => {
+  const login = JSON.stringify({ email: 'nobody@example.com', password: 'wrong-password' })
+  for (const type of ['text/plain;charset=UTF-8', 'multipart/form-data; boundary=x', 'application/xml', 'text/json']) {
+    const r = await s.req('POST', '/v1/auth/login', { raw: login, headers: { 'content-type': type } })
+    t.equal(r.status, 415, type)
+    assertEnvelope(t, r.body, 'UNSUPPORTED_MEDIA_TYPE')
+    t.match(r.body.message, /application\/json/, 'the message names the type to send')
+  }
+  // fetch sends text/plain;charset=UTF-8 for a string body without a Content-Type.
+  const plain = await fetch(`${s.url}/v1/auth/login`, { method: 'POST', body: login })
+  t.equal(plain.status, 415, 'fetch with a string body and no header')
+  for (const type of ['application/json', 'application/json; charset=utf-8', 'Application/JSON', 'application/merge-patch+json', 'application/x-www-form-urlencoded']) {
+    const r = await s.req('POST', '/v1/auth/login', { raw: login, headers: { 'content-type': type } })
+    t.equal(r.status, 401, `${type}: read as JSON (wrong credentials)`)
+    t.equal(r.body.code, 'INVALID_CREDENTIALS')
+  }
+  // No Content-Type at all (node:http sends none unless told).
+  const none = await new Promise<number>((resolve, reject) => {
+    const u = new URL(s.url)
+    const req = request({ host: u.hostname, port: u.port, path: '/v1/auth/login', method: 'POST', headers: { 'content-length': String(Buffer.byteLength(login)) } }, (res) => { res.resume(); res.on('end', () => resolve(res.statusCode!)) })
+    req.on('error', reject)
+    req.end(login)
+  })
+  t.equal(none, 401, 'no Content-Type: read as JSON')
+  // An empty body with any type is no body (routes whose body is optional).
+  const empty = await s.req('POST', '/v1/auth/login', { raw: '', headers: { 'content-type': 'text/plain' } })
+  t.equal(empty.status, 400, 'an empty text/plain body is a missing body, not a 415')
 })
 
 t.test('schema failures list each problem with its path', async (t) => {

@@ -113,6 +113,7 @@ export const routes: Route[] = [
     summary: 'Dashboard scripts and styles (content-hashed, cached for a year); any other path is the app\'s page',
     tag: 'System',
     errors: ['NOT_FOUND', 'SERVICE_UNAVAILABLE'],
+    restShapes: ['assets/:file'],
     responseContent: { 200: { 'text/html': { schema: { type: 'string' } }, 'text/javascript': { schema: { type: 'string' } }, 'text/css': { schema: { type: 'string' } } } },
     handler: page,
   },

@@ -227,6 +227,9 @@ const fileRoute: Route = {
   summary: 'Download stored media (uploads and results); supports Range, ETag and long caching. The URLs the service hands out are /files/<key> at the root; /v1/files/<key> serves the same bytes, with the key\'s slashes as they are or percent-encoded',
   tag: 'Files',
   errors: ['NOT_FOUND'],
+  // Keys the service writes are 2 to 4 segments deep (results/<id>.<ext>, results/sim/<hash>.<ext>,
+  // thumbs/<hash>.jpg, uploads/<yyyy>/<mm>/<id>.<ext>): each depth is declared with raw slashes.
+  restShapes: [':dir/:name', ':dir/:subdir/:name', ':dir/:subdir/:leafdir/:name'],
   headers: [
     { name: 'Range', in: 'header', required: false, description: 'One byte range (`bytes=0-1023`, `bytes=-500`)', schema: { type: 'string' } },
     { name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string' } },
@@ -234,8 +237,9 @@ const fileRoute: Route = {
     { name: 'If-Range', in: 'header', required: false, schema: { type: 'string' } },
   ],
   extraResponses: {
-    200: { description: 'The whole file, with its stored Content-Type', content: { '*/*': { schema: { type: 'string', format: 'binary', contentMediaType: 'application/octet-stream' } } } },
-    206: { description: 'Partial Content: the one range asked for (Content-Range)', content: { '*/*': { schema: { type: 'string', format: 'binary', contentMediaType: 'application/octet-stream' } } } },
+    // OAS 3.1 binary content: a schema with contentMediaType and no `type` (bytes are not a JSON string).
+    200: { description: 'The whole file, with its stored Content-Type', content: { '*/*': { schema: { contentMediaType: 'application/octet-stream' } } } },
+    206: { description: 'Partial Content: the one range asked for (Content-Range)', content: { '*/*': { schema: { contentMediaType: 'application/octet-stream' } } } },
     304: { description: 'Not Modified (If-None-Match or If-Modified-Since matched)' },
     416: { description: 'Range Not Satisfiable (Content-Range: bytes */<size>)' },
   },
@@ -244,6 +248,7 @@ const fileRoute: Route = {
 
 export const routes: Route[] = [
   fileRoute,
-  // The URLs in upload and job answers (PUBLIC_BASE_URL/files/<key>): the same handler.
-  { ...fileRoute, path: '/files/*', hidden: true },
+  // The URLs in upload and job answers (PUBLIC_BASE_URL/files/<key>): the same handler,
+  // declared as the same operation with the root server next to /v1.
+  { ...fileRoute, path: '/files/*' },
 ]

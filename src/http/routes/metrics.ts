@@ -21,6 +21,8 @@ export const routes: Route[] = [
     summary: 'Prometheus metrics (Authorization: Bearer <METRICS_TOKEN or ADMIN_TOKEN>)',
     tag: 'Operator',
     errors: ['AUTH_REQUIRED', 'TOKEN_INVALID'],
+    // The handler checks the credential: either token as a Bearer, never an API key or anonymous.
+    security: [{ MetricsToken: [] }, { AdminToken: [] }],
     responseContent: { 200: { 'text/plain; version=0.0.4': { schema: { type: 'string' } } } },
     async handler (ctx) {
       const s = ctx.services

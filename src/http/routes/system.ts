@@ -104,7 +104,7 @@ export function systemRoutes (openapi: () => unknown): Route[] {
   }
   return [
     index,
-    { ...index, path: '/', hidden: true },
+    { ...index, path: '/' },
     {
       method: 'GET',
       path: '/v1/health',
@@ -134,7 +134,26 @@ export function systemRoutes (openapi: () => unknown): Route[] {
       auth: 'public',
       summary: 'OpenAPI 3.1 description with the x-error-codes table',
       tag: 'System',
-      responseContent: { 200: { 'application/json': { schema: { type: 'object', required: ['openapi', 'info', 'paths', 'x-error-codes'], description: 'This OpenAPI 3.1 document' } } } },
+      responseContent: {
+        200: {
+          'application/json': {
+            schema: {
+              type: 'object',
+              description: 'This OpenAPI 3.1 document',
+              required: ['openapi', 'info', 'paths', 'x-error-codes'],
+              properties: {
+                openapi: { type: 'string', const: '3.1.0' },
+                info: { type: 'object', required: ['title', 'version'], properties: { title: { type: 'string' }, version: { type: 'string' } } },
+                paths: { type: 'object' },
+                'x-error-codes': {
+                  type: 'array',
+                  items: { type: 'object', required: ['code', 'http_status', 'message'], properties: { code: { type: 'string' }, http_status: { type: ['integer', 'null'] }, message: { type: 'string' } } },
+                },
+              },
+            },
+          },
+        },
+      },
       handler () {
         const doc = openapi() as object
         return { body: doc, etag: docEtag(doc), headers: { 'Cache-Control': 'public, max-age=300' } }

@@ -305,8 +305,8 @@ export const routes: Route[] = [
           required: ['file', 'kind'],
           properties: {
             kind: { type: 'string', enum: KINDS, description: 'image: .jpg .jpeg .png .webp .avif up to 10 MB; audio: .mp3 .wav .aac .m4a .mp4 .ogg up to 5 MB; video: .mp4 .mov .avi .webm .mpg .mpeg up to 50 MB' },
-            // OAS 3.1 spells a binary part with contentMediaType; format binary is the 3.0 spelling older generators read.
-            file: { type: 'string', format: 'binary', contentMediaType: 'application/octet-stream', description: 'The file; its extension and its content must both match the kind' },
+            // OAS 3.1 binary content: contentMediaType and no `type` (a `type: string` part makes generated clients want a string, not a Blob).
+            file: { contentMediaType: 'application/octet-stream', description: 'The file; its extension and its content must both match the kind' },
           },
         },
         encoding: { file: { contentType: 'image/*, audio/*, video/*, application/octet-stream' } },

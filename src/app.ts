@@ -29,6 +29,7 @@ import { MemoryLoginThrottle, RedisLoginThrottle } from './http/login-throttle.j
 import { createStorage } from './storage/index.js'
 import { UploadSweeper } from './storage/sweeper.js'
 import { Metrics } from './metrics.js'
+import { nodeRouteStates } from './providers/route-states.js'
 import { trackSize } from './worker-stats.js'
 import { createLogger } from './log.js'
 import { createServer } from 'node:net'
@@ -220,6 +221,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     sql,
     sseOpen: () => sse.size,
     frontends: () => frontPool?.stats() ?? Promise.resolve([]),
+    routes: () => nodeRouteStates(shards, config.providersFile),
     workerStats: async () => {
       const [s, d] = await Promise.all([shards.stats(), delivery.stats()])
       return [...s, ...d]

@@ -122,7 +122,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const nodeId = process.env.NODE_ID || (await persistedSecret(config.dataDir, 'node-id')).value.slice(0, 16)
   const bus = config.redisUrl ? new RedisBus(config.redisUrl, config.redisPrefix, nodeId, log) : null
   const jobs = new JobCache(config.jobCacheMb * 1024 * 1024)
-  const metrics = new Metrics()
+  const metrics = new Metrics({ processMetrics: true })
   // Front-end threads (docs/decisions.md "Front-end threads"): test-only extra routes are
   // functions, which cannot cross threads, so an app given some keeps one front end.
   const frontends = opts.routes?.length ? 1 : config.frontends

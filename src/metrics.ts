@@ -1,6 +1,6 @@
 import { activeJobsByStatus } from './db/jobs.js'
 import { outboxLag } from './db/outbox.js'
-import { Counter, Gauge, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
 import type { Sql } from './db/connect.js'
 import { Hist, threadSnapshot, type HistSnap, type StatsSnapshot } from './worker-stats.js'
 import type { FrontendStats } from './frontend/protocol.js'
@@ -92,8 +92,16 @@ export class Metrics {
   /** Set on a front-end thread other than the main one: /metrics is the main thread's (every thread summed). */
   delegate: (() => Promise<string>) | null = null
 
-  constructor () {
+  /**
+   * `processMetrics`: prom-client's default process and Node.js series with the `genjobs_`
+   * prefix (resident memory, CPU seconds, open files, heap, GC, event-loop lag; README
+   * "Metrics"). Only the main thread's instance collects them: the process figures are the
+   * whole process's, the event-loop lag is the main thread's (the one that takes the scrape),
+   * and other front-end threads delegate their scrapes to it.
+   */
+  constructor (opts: { processMetrics?: boolean } = {}) {
     const registers = [this.registry]
+    if (opts.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'genjobs_' })
     this.finished = new Counter({ name: 'genjobs_jobs_finished_total', help: 'Jobs that reached a terminal state on this node, by status', labelNames: ['status'], registers })
     // Read at scrape time through arrows (collect's own `this` is the gauge).
     const sseOpen = () => (this.sources?.sseOpen() ?? 0) + this.fronts.reduce((n, f) => n + f.sseOpen, 0)

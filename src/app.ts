@@ -32,6 +32,7 @@ import { CALLBACK_REFUSALS_PER_MINUTE } from './http/routes/providers.js'
 import { createStorage } from './storage/index.js'
 import { UploadSweeper } from './storage/sweeper.js'
 import { Metrics } from './metrics.js'
+import { nodeRouteStates } from './providers/route-states.js'
 import { trackSize } from './worker-stats.js'
 import { createLogger } from './log.js'
 import { createServer } from 'node:net'
@@ -125,7 +126,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const nodeId = process.env.NODE_ID || (await persistedSecret(config.dataDir, 'node-id')).value.slice(0, 16)
   const bus = config.redisUrl ? new RedisBus(config.redisUrl, config.redisPrefix, nodeId, log) : null
   const jobs = new JobCache(config.jobCacheMb * 1024 * 1024)
-  const metrics = new Metrics()
+  const metrics = new Metrics({ processMetrics: true })
   // Front-end threads (docs/decisions.md "Front-end threads"): test-only extra routes are
   // functions, which cannot cross threads, so an app given some keeps one front end.
   const frontends = opts.routes?.length ? 1 : config.frontends
@@ -227,6 +228,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     sql,
     sseOpen: () => sse.size,
     frontends: () => frontPool?.stats() ?? Promise.resolve([]),
+    routes: () => nodeRouteStates(shards, config.providersFile),
     workerStats: async () => {
       const [s, d] = await Promise.all([shards.stats(), delivery.stats()])
       return [...s, ...d]

@@ -1,5 +1,15 @@
 import { availableParallelism } from 'node:os'
 import { resolve } from 'node:path'
+import { loadRouting } from './providers/routing.js'
+
+/**
+ * A configuration mistake (env or routing file): src/main.ts prints its message as one line
+ * and exits 1, before anything starts (README "Configuration"). The message names the
+ * variable or file, the path inside it and the allowed values.
+ */
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
 
 /** Per-tier limits (SPEC.md section 8, DESIGN.md section 7; TIER_LIMITS overrides any subset). */
 export interface TierLimit { rpm: number; max_concurrent: number; max_streams: number }
@@ -94,23 +104,27 @@ function list (v: string | undefined): string[] {
 function int (name: string, v: string | undefined, dflt: number, min = 0): number {
   if (v === undefined || v === '') return dflt
   const n = Number(v)
-  if (!Number.isFinite(n) || n < min) throw new Error(`${name} must be a number >= ${min}, got ${JSON.stringify(v)}`)
+  if (!Number.isFinite(n) || n < min) throw new ConfigError(`${name} must be a number >= ${min}, got ${JSON.stringify(v)}`)
   return n
 }
+
+const TIER_NAMES = Object.keys(DEFAULT_TIER_LIMITS)
+const TIER_KEYS = ['rpm', 'max_concurrent', 'max_streams']
 
 export function parseTierLimits (raw: string | undefined): TierLimits {
   const out: TierLimits = structuredClone(DEFAULT_TIER_LIMITS)
   if (!raw) return out
+  const example = 'e.g. {"enterprise": {"rpm": 1000}}'
   let parsed: unknown
-  try { parsed = JSON.parse(raw) } catch { throw new Error('TIER_LIMITS must be JSON') }
-  if (!parsed || typeof parsed !== 'object') throw new Error('TIER_LIMITS must be a JSON object')
+  try { parsed = JSON.parse(raw) } catch (err) { throw new ConfigError(`TIER_LIMITS must be JSON (${(err as Error).message}); ${example}`) }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new ConfigError(`TIER_LIMITS must be a JSON object of tier -> limits; ${example}`)
   for (const [tier, v] of Object.entries(parsed as Record<string, unknown>)) {
     // Own keys only: `in` would accept inherited names (__proto__, constructor) and write to Object.prototype.
-    if (!Object.prototype.hasOwnProperty.call(out, tier)) throw new Error(`TIER_LIMITS: unknown tier ${tier}`)
-    if (!v || typeof v !== 'object') throw new Error(`TIER_LIMITS.${tier} must be an object`)
+    if (!Object.prototype.hasOwnProperty.call(out, tier)) throw new ConfigError(`TIER_LIMITS: unknown tier ${JSON.stringify(tier)} (allowed: ${TIER_NAMES.join(', ')})`)
+    if (!v || typeof v !== 'object' || Array.isArray(v)) throw new ConfigError(`TIER_LIMITS.${tier} must be an object with any of ${TIER_KEYS.join(', ')}`)
     for (const [k, n] of Object.entries(v as Record<string, unknown>)) {
-      if (!['rpm', 'max_concurrent', 'max_streams'].includes(k)) throw new Error(`TIER_LIMITS.${tier}: unknown key ${k}`)
-      if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) throw new Error(`TIER_LIMITS.${tier}.${k} must be a non-negative integer`)
+      if (!TIER_KEYS.includes(k)) throw new ConfigError(`TIER_LIMITS.${tier}: unknown key ${JSON.stringify(k)} (allowed: ${TIER_KEYS.join(', ')})`)
+      if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) throw new ConfigError(`TIER_LIMITS.${tier}.${k} must be a non-negative integer, got ${JSON.stringify(n)}`)
       ;(out[tier as keyof TierLimits] as unknown as Record<string, number>)[k] = n
     }
   }
@@ -120,7 +134,7 @@ export function parseTierLimits (raw: string | undefined): TierLimits {
 function storageDriver (v: string | undefined): 'local' | 's3' {
   if (v === undefined || v === '' || v === 'local') return 'local'
   if (v === 's3') return 's3'
-  throw new Error(`STORAGE_DRIVER must be local or s3, got ${JSON.stringify(v)}`)
+  throw new ConfigError(`STORAGE_DRIVER must be local or s3, got ${JSON.stringify(v)}`)
 }
 
 /** The provider env variables (DESIGN.md 7): credentials and endpoints, passed to the shards as data. */
@@ -178,6 +192,9 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, overrides: Par
     },
     ...overrides,
   }
-  if (cfg.storageDriver === 's3' && !cfg.s3.bucket) throw new Error('STORAGE_DRIVER=s3 needs S3_BUCKET')
+  if (cfg.storageDriver === 's3' && !cfg.s3.bucket) throw new ConfigError('STORAGE_DRIVER=s3 needs S3_BUCKET')
+  // The routing file and the credentials it needs are checked here, before anything starts
+  // (the embedded PostgreSQL included): a mistake is one line, not a stack after a minute of boot.
+  try { loadRouting(cfg.providersFile, cfg.providerEnv) } catch (err) { throw new ConfigError((err as Error).message) }
   return cfg
 }

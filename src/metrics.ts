@@ -1,10 +1,11 @@
 import { activeJobsByStatus } from './db/jobs.js'
 import { outboxLag } from './db/outbox.js'
-import { Counter, Gauge, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
 import type { Sql } from './db/connect.js'
 import { Hist, threadSnapshot, type HistSnap, type StatsSnapshot } from './worker-stats.js'
 import type { FrontendStats } from './frontend/protocol.js'
 import { escaped } from './escaped.js'
+import type { RouteState } from './providers/registry.js'
 
 /** One exposition row as prom-client's Registry reads it. */
 interface Row { value: number; labels: Record<string, string | number>; metricName?: string }
@@ -54,6 +55,8 @@ export interface MetricSources {
   sseOpen: () => number
   /** The other front-end threads' request metrics (src/frontend/pool.ts); absent with FRONTENDS=1. */
   frontends?: () => Promise<FrontendStats[]>
+  /** The routes of PROVIDERS_FILE on this node (src/providers/route-states.ts): the operator's route view. */
+  routes?: () => Promise<RouteState[]>
 }
 
 const HTTP_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10]
@@ -85,11 +88,21 @@ export class Metrics {
   private outboxPending = 0
   /** The other front-end threads' last snapshots. */
   private fronts: FrontendStats[] = []
+  /** The last scrape's route view. */
+  private routeStates: RouteState[] = []
   /** Set on a front-end thread other than the main one: /metrics is the main thread's (every thread summed). */
   delegate: (() => Promise<string>) | null = null
 
-  constructor () {
+  /**
+   * `processMetrics`: prom-client's default process and Node.js series with the `genjobs_`
+   * prefix (resident memory, CPU seconds, open files, heap, GC, event-loop lag; README
+   * "Metrics"). Only the main thread's instance collects them: the process figures are the
+   * whole process's, the event-loop lag is the main thread's (the one that takes the scrape),
+   * and other front-end threads delegate their scrapes to it.
+   */
+  constructor (opts: { processMetrics?: boolean } = {}) {
     const registers = [this.registry]
+    if (opts.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'genjobs_' })
     this.finished = new Counter({ name: 'genjobs_jobs_finished_total', help: 'Jobs that reached a terminal state on this node, by status', labelNames: ['status'], registers })
     // Read at scrape time through arrows (collect's own `this` is the gauge).
     const sseOpen = () => (this.sources?.sseOpen() ?? 0) + this.fronts.reduce((n, f) => n + f.sseOpen, 0)
@@ -163,6 +176,15 @@ export class Metrics {
       for (const s of this.snaps) for (const [k, n] of Object.entries(s.breakers)) m.set(k, Math.max(m.get(k) ?? 0, n))
       return [...m].map(([k, n]) => ({ labels: { provider: k }, value: n }))
     }))
+    // The route view that is not in the public health (DESIGN.md 7): one series per route of PROVIDERS_FILE.
+    const perRoute = (pick: (r: RouteState) => number | null) => () => this.routeStates.flatMap(r => {
+      const v = pick(r)
+      return v === null ? [] : [{ labels: { model: r.model, route: r.route, provider: r.provider, upstream_model: r.upstream_model }, value: v }]
+    })
+    reg(new Collected('genjobs_provider_route_in_flight', 'Jobs the provider holds on each route of PROVIDERS_FILE (this node)', 'gauge', perRoute(r => r.in_flight)))
+    reg(new Collected('genjobs_provider_route_queued', 'Charged jobs waiting for room on each route (this node)', 'gauge', perRoute(r => r.queued)))
+    reg(new Collected('genjobs_provider_route_breaker_open', 'Route circuit breaker: 1 open on some shard (skipped until its cool-down ends), 0 closed', 'gauge', perRoute(r => r.breaker === 'open' ? 1 : 0)))
+    reg(new Collected('genjobs_provider_route_max_concurrent', "Each capped route's max_concurrent (routes without a cap are left out)", 'gauge', perRoute(r => r.max_concurrent)))
     reg(new Collected('genjobs_webhook_deliveries_total', 'Webhook delivery attempts by outcome (delivered, retry, failed, disabled)', 'counter', () => {
       const m = new Map<string, number>([['delivered', 0], ['retry', 0], ['failed', 0], ['disabled', 0]])
       for (const s of this.snaps) for (const [k, n] of Object.entries(s.deliveries)) m.set(k, (m.get(k) ?? 0) + n)
@@ -241,13 +263,15 @@ export class Metrics {
     if (this.delegate) return await this.delegate()
     const src = this.sources
     if (src) {
-      const [snaps, states, outbox, fronts] = await Promise.all([
+      const [snaps, states, outbox, fronts, routes] = await Promise.all([
         src.workerStats(),
         activeJobsByStatus(src.sql).catch(() => null),
         outboxLag(src.sql).catch(() => null),
         src.frontends?.() ?? [],
+        src.routes?.().catch(() => []) ?? [],
       ])
       this.fronts = fronts
+      this.routeStates = routes
       this.snaps = snaps
       if (states) this.jobsByState = Object.fromEntries(states.map(r => [r.status, r.n]))
       if (outbox !== null) { this.outboxLagSeconds = Math.max(0, outbox?.lag ?? 0); this.outboxPending = outbox?.pending ?? 0 }

@@ -54,3 +54,40 @@ t.test('the walk-through and the first video, as written, stay within the free t
   t.notOk(statuses.includes(429), `no 429 among ${JSON.stringify(statuses)}`)
   t.equal(s.config.tierLimits.free.rpm, 10, 'the default free tier (10 requests per minute)')
 })
+
+/** `"name":number` pairs the README's answer comments (`# 201 {...}`) state in a block. */
+function statedNumbers (block: string, names: string[]): string[] {
+  const out: string[] = []
+  for (const line of block.split('\n')) {
+    if (!line.startsWith('#')) continue
+    for (const m of line.matchAll(/"([a-z_]+)":(\d+)/g)) if (names.includes(m[1])) out.push(`"${m[1]}":${m[2]}`)
+  }
+  return out
+}
+
+t.test('audio, batch (after the purchase), uploads and usage run as written after the walk-through, with the balances the README states', { timeout: 120_000 }, async (t) => {
+  const fresh = await startServer(t, { SIM_SPEED: '20', FRONTENDS: '1' })
+  const cwd = await mkdtemp(join(tmpdir(), 'gjt-readme-'))
+  t.teardown(() => rm(cwd, { recursive: true, force: true }))
+  await mkdir(join(cwd, 'data'))
+  await mkdir(join(cwd, 'assets', 'sim'), { recursive: true })
+  await writeFile(join(cwd, 'assets', 'sim', 'sample.png'), await readFile(new URL('../../assets/sim/sample.png', import.meta.url)))
+  await writeFile(join(cwd, 'data', 'admin-token'), fresh.app.adminToken + '\n')
+  const later = [blockAfter('### Audio'), blockAfter('### Batch (paid plans)'), blockAfter('## Uploads'), blockAfter('## Usage and limits')]
+  const script = [blockAfter('a first walk-through'), blockAfter('## Your first video'), ...later].join('\n')
+  const errFile = join(cwd, 'stderr.txt')
+  const errFd = await open(errFile, 'w')
+  const out = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn('bash', ['-e', '-c', script.replaceAll('http://localhost:8080', fresh.url)], { cwd, stdio: ['ignore', 'pipe', errFd.fd] })
+    let stdout = ''
+    child.stdout!.on('data', (d) => { stdout += d })
+    child.on('exit', async (code) => { await errFd.close(); resolve({ code, stdout, stderr: await readFile(errFile, 'utf8') }) })
+  })
+  t.equal(out.code, 0, `the script ran (stderr: ${out.stderr.slice(0, 500)})`)
+  t.notMatch(out.stdout, /"error":true,"code":"(?!UNSUPPORTED_OPTION)/, 'no error answer but the batch item the README shows refused')
+  for (const n of statedNumbers(later.join('\n'), ['credits_charged', 'remaining_credits', 'estimated_credits', 'size', 'total'])) {
+    t.ok(out.stdout.includes(n), `the README's ${n} is what the service answered`)
+  }
+  t.match(out.stdout, /"code":"UNSUPPORTED_OPTION"[^}]*"param":"resolution"/, 'the batch item the README shows refused is refused')
+  t.match(out.stdout, /"kind":"voice","name":"Warm narrator"/, 'the voice asset the README lists exists once the operator created it')
+})

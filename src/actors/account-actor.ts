@@ -5,7 +5,7 @@ import { activeCountsByKey, findJobByIdempotencyKey, getJob } from '../db/jobs.j
 import { newJobId } from '../jobs/id.js'
 import type { AccountView, BatchView, CreatedJobView } from '../domain.js'
 import { runBatch, type BatchReq } from './batch.js'
-import { submitAndCommit, createdOf, type ActorDeps, type Creation, type CreateReq } from './creation.js'
+import { submitAndCommit, createdOf, NO_PROVIDER_NOW, type ActorDeps, type Creation, type CreateReq } from './creation.js'
 import { bindIdem, decideIdempotency, isTrialVideo, mayBeStale, refuseAccount, refuseBalance, type Held, type IdemEntry } from './decide.js'
 import { LiveJobs } from './live-jobs.js'
 import { Mailbox } from './mailbox.js'
@@ -172,7 +172,7 @@ export class AccountActor {
     if (refused) throw refused
     const inRedis = await this.slots.take(req, id)
     const late = refuseBalance(s, this.held, req.spec) ??
-      (this.deps.providers.routesFor(req.spec.model).some(r => !r.breaker.open) ? null : new ApiError('PROVIDER_ERROR', 'The provider is temporarily unavailable (circuit open); nothing was charged'))
+      (this.deps.providers.routesFor(req.spec.model).some(r => !r.breaker.open) ? null : new ApiError('PROVIDER_ERROR', NO_PROVIDER_NOW))
     if (late) { if (inRedis) this.slots.free(req.keyId, id); throw late }
     return isTrialVideo(s, req.spec)
   }

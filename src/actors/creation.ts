@@ -57,6 +57,10 @@ export function createdOf (row: JobRow, remaining: number): CreatedJobView {
   }
 }
 
+/** The 502 PROVIDER_ERROR messages a client reads: every route refused, or every breaker is open. */
+export const NO_PROVIDER = 'No provider could take this job; nothing was charged'
+export const NO_PROVIDER_NOW = 'No provider can take this job right now; nothing was charged, try again later'
+
 /** job.create as the actor sees it: the order rebuilt into a full spec on arrival. */
 export type CreateReq = JobCaller & { spec: JobSpec; idempotencyKey?: string; fingerprint?: string }
 
@@ -141,9 +145,11 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
   }
   if (route === null) {
     a.settled(c, req.keyId, null, false)
-    if (lastError === null) throw new ApiError('PROVIDER_ERROR', 'The provider is temporarily unavailable (circuit open); nothing was charged')
-    const msg = lastError instanceof UpstreamRefused ? lastError.message : 'The provider could not accept the job'
-    throw new ApiError('PROVIDER_ERROR', `${msg}; nothing was charged`)
+    // The client's message is neutral (DESIGN.md 7 "Health, errors shown to clients"): no
+    // provider name, no upstream text. No job row exists to keep the detail, so the operator
+    // gets it in the log, keyed by the job id the job would have had.
+    if (lastError !== null) a.log('no route took the job', { job: id, model: spec.model, last: String((lastError as Error)?.message ?? lastError), refusals: events.map(e => ({ route: e.route, state: e.state, detail: e.detail })) })
+    throw new ApiError('PROVIDER_ERROR', lastError === null ? NO_PROVIDER_NOW : NO_PROVIDER)
   }
   const on: Route = route
   row.route = on.key

@@ -355,7 +355,8 @@ export class JobActor {
       r.breaker.failure()
       await this.host.record([this.ev('refused', 'refused', { error: err.message })])
       if (this.routeIndex + 1 < this.routes.length) { this.routeIndex++; this.schedule(0); return }
-      await this.host.fail(this, `The provider refused the job: ${err.message}; credits refunded`, false)
+      // Neutral for the client; the refusal itself is in the upstream history (GET /v1/admin/jobs/{id}).
+      await this.host.fail(this, 'No provider could take this job; credits refunded', false)
       return
     }
     // Indefinite (network, 5xx, 429): the same route again later, after Retry-After if given.

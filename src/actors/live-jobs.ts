@@ -221,7 +221,8 @@ export class LiveJobs implements JobHost {
       const at = new Date()
       const base = this.a.deps.publicBaseUrl
       const history = job.route.recordsHistory ? { route: job.route.key, events } : null
-      const done = await this.a.deps.commit.complete({ row: r, resultUrl, at }, { history, media: { thumbnailUrl, embedUrl: (id) => embedUrlOf(base, id) } })
+      const media = { thumbnailUrl, embedUrl: (token: string) => embedUrlOf(base, token) }
+      const done = await this.a.deps.commit.complete({ row: r, resultUrl, at }, { history, media })
       this.finished(job)
       if (!done) { await this.refreshView(r.id); return }
       Object.assign(r, { status: 'completed', progress: 100, result_url: resultUrl, updated_at: at, completed_at: at })

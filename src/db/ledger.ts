@@ -1,3 +1,4 @@
+import { newEmbedToken } from '../media/embed.js'
 import type { Q } from './connect.js'
 import {
   chargeAndInsertJob, creationCtes, creationParamCount, creationParams, finishJob, insertImage, insertVideo, transitionCte, transitionParams,
@@ -53,8 +54,8 @@ export async function createJob<B extends Balance = Balance> (
   return b
 }
 
-/** A completed video's library media (issue 11): its thumbnail and its embed page. */
-export interface VideoMedia { thumbnailUrl: string | null; embedUrl: (videoId: number) => string }
+/** A completed video's library media (issue 11): its thumbnail and its embed page (URL from the page's random token). */
+export interface VideoMedia { thumbnailUrl: string | null; embedUrl: (token: string) => string }
 
 async function completionWrites (tx: Q, r: JobRow, resultUrl: string, at: Date, media?: VideoMedia): Promise<void> {
   const final: JobRow = { ...r, status: 'completed', progress: 100, result_url: resultUrl, updated_at: at, completed_at: at }
@@ -66,7 +67,10 @@ async function completionWrites (tx: Q, r: JobRow, resultUrl: string, at: Date, 
       aspect_ratio: (r.request.aspect_ratio as string | null) ?? (r.type === 'extend' ? null : '16:9'),
       video_url: resultUrl, extended_from_video_id: extendedFrom, created_at: r.created_at, completed_at: at,
     })
-    if (media) await setVideoMedia(tx, videoId, media.thumbnailUrl, media.embedUrl(videoId))
+    if (media) {
+      const token = newEmbedToken()
+      await setVideoMedia(tx, videoId, media.thumbnailUrl, token, media.embedUrl(token))
+    }
   } else if (r.type === 'image') {
     await insertImage(tx, {
       account_id: r.account_id, job_id: r.id, prompt: r.prompt, model: providerModel(r), model_id: r.model, image_url: resultUrl,

@@ -105,15 +105,16 @@ export async function jobUpstream (sql: Q, jobId: string): Promise<JobUpstream |
   return { ...j, events: [...events] }
 }
 
-/** A library video's thumbnail and embed page (DESIGN.md 7 "Library media"). */
-export async function setVideoMedia (tx: Q, videoId: number, thumbnailUrl: string | null, embedUrl: string): Promise<void> {
-  await tx`UPDATE videos SET thumbnail_url = ${thumbnailUrl}, embed_url = ${embedUrl} WHERE id = ${videoId}`
+/** A library video's thumbnail and embed page (README "Real providers", Results): the page's random token and its URL. */
+export async function setVideoMedia (tx: Q, videoId: number, thumbnailUrl: string | null, embedToken: string, embedUrl: string): Promise<void> {
+  await tx`UPDATE videos SET thumbnail_url = ${thumbnailUrl}, embed_token = ${embedToken}, embed_url = ${embedUrl} WHERE id = ${videoId}`
 }
 
-export interface EmbedVideo { id: number; video_url: string; thumbnail_url: string | null; prompt: string | null; aspect_ratio: string | null }
+/** What the embed page shows: the media only (never the prompt, which is the owner's). */
+export interface EmbedVideo { video_url: string; thumbnail_url: string | null; aspect_ratio: string | null }
 
-/** What the embed page shows. */
-export async function embedVideo (sql: Q, videoId: number): Promise<EmbedVideo | undefined> {
-  const [v] = await sql<EmbedVideo[]>`SELECT id::int AS id, video_url, thumbnail_url, prompt, aspect_ratio FROM videos WHERE id = ${videoId}`
+/** The video whose embed page has this token (sql/0015_embed_tokens.sql). */
+export async function embedVideo (sql: Q, token: string): Promise<EmbedVideo | undefined> {
+  const [v] = await sql<EmbedVideo[]>`SELECT video_url, thumbnail_url, aspect_ratio FROM videos WHERE embed_token = ${token}`
   return v
 }

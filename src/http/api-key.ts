@@ -21,6 +21,19 @@ export function isWellFormedKey (s: string): boolean {
   return s.length === KEY_LENGTH && KEY_RE.test(s)
 }
 
+/**
+ * Query parameters that carry a credential: always refused (SPEC.md 5.1), whatever else the
+ * request carries, since a URL ends up in logs, proxies and browser history. `?key=` is as
+ * common a guess as `?api_key=` and gets the same helpful answer (README "Authentication").
+ */
+const QUERY_CREDENTIALS = ['api_key', 'key', 'apikey', 'api-key', 'x-api-key', 'access_token', 'token']
+
+/** The name of the first credential-looking query parameter, or null. */
+export function queryCredential (query: URLSearchParams): string | null {
+  for (const name of QUERY_CREDENTIALS) if (query.has(name)) return name
+  return null
+}
+
 /** True when a bearer credential is meant as an API key rather than a session JWT. */
 export function looksLikeKey (s: string): boolean {
   return s.startsWith(KEY_PREFIX)

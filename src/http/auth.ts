@@ -3,7 +3,7 @@ import { ApiError, emailUnverified } from '../errors.js'
 import type { Sql } from '../db/connect.js'
 import { findAccountById } from '../db/accounts.js'
 import { findKeyByHash } from '../db/keys.js'
-import { hashKey, isWellFormedKey, KEY_LENGTH, looksLikeKey } from './api-key.js'
+import { hashKey, isWellFormedKey, KEY_LENGTH, looksLikeKey, queryCredential } from './api-key.js'
 import { verifySession } from './jwt.js'
 import { ByteLru, stringBytes } from '../util/byte-lru.js'
 import type { Caller, Route, Scope, Tier } from './route.js'
@@ -260,7 +260,8 @@ export class Authenticator {
    * X-API-Key or Authorization: Bearer; `?api_key=` is always refused (SPEC.md 5.1).
    */
   async authenticate (route: Route, headers: Record<string, string>, query: URLSearchParams): Promise<Caller> {
-    if (query.has('api_key')) throw new ApiError('INVALID_API_KEY', 'API keys in the query string are never accepted; send X-API-Key or Authorization: Bearer')
+    const inQuery = queryCredential(query)
+    if (inQuery !== null) throw new ApiError('INVALID_API_KEY', `API keys in the query string (?${inQuery}=) are never accepted: a URL ends up in logs; send X-API-Key or Authorization: Bearer`)
     if (route.auth === 'admin') return this.checkAdmin(headers.authorization)
 
     const apiKeyHeader = headers['x-api-key']

@@ -32,7 +32,8 @@ export class Tickets {
     let p: { j?: unknown; a?: unknown; e?: unknown }
     try { p = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) } catch { throw bad('is malformed') }
     if (typeof p.j !== 'string' || typeof p.a !== 'number' || typeof p.e !== 'number') throw bad('is malformed')
-    if (p.e * 1000 <= now) throw bad('has expired')
+    // Tickets are short-lived on purpose (a URL leaks): the fix is a fresh one, so say how.
+    if (p.e * 1000 <= now) throw new ApiError('INVALID_TICKET', `SSE ticket has expired (tickets last ${TICKET_TTL_SECONDS} s); ask for a new one with POST /v1/sse/tickets {"jobId"} and reconnect with it`)
     if (p.j !== jobId) throw bad('is bound to a different job')
     return p.a
   }

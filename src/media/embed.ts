@@ -1,17 +1,29 @@
+import { randomBytes } from 'node:crypto'
+
 /**
- * The embed page of a library video (DESIGN.md 7 "Library media": `embed_url` =
- * `{PUBLIC_BASE_URL}/embed/{video id}`): a self-contained HTML player, poster = the thumbnail.
- * Pure: no I/O. No script, no external stylesheet, font or image; every interpolated value is
- * HTML-escaped and URLs other than http(s) are dropped. Serve it with `EMBED_HEADERS`.
+ * The embed page of a library video (README "Real providers", Results: `embed_url` =
+ * `{PUBLIC_BASE_URL}/embed/{token}`): a self-contained HTML player, poster = the thumbnail.
+ * No script, no external stylesheet, font or image; every interpolated value is HTML-escaped
+ * and URLs other than http(s) are dropped. Serve it with `EMBED_HEADERS`. The page is public,
+ * so it shows the media and nothing of the owner's: no prompt, not even in its title.
  */
+
+/**
+ * The random part of an embed URL: 24 bytes (192 bits, base64url), so pages of other users
+ * cannot be found by counting or guessing (the sequential video id could).
+ */
+export function newEmbedToken (): string {
+  return randomBytes(24).toString('base64url')
+}
+
+/** A string that may be an embed token (anything else is a 404 without a database read). */
+export const EMBED_TOKEN_RE = /^[A-Za-z0-9_-]{22,64}$/
 
 export interface EmbedPage {
   /** The video file (our copy under PUBLIC_BASE_URL). */
   videoUrl: string
   /** The thumbnail shown before playback; null for none. */
   posterUrl: string | null
-  /** Page title (the prompt or the item's name); shown nowhere else. */
-  title?: string
   /** Intrinsic size, for the aspect ratio before metadata loads. */
   width?: number | null
   height?: number | null
@@ -47,7 +59,7 @@ export function renderEmbedPage (p: EmbedPage): string {
   const video = httpUrl(p.videoUrl)
   if (!video) throw new TypeError('renderEmbedPage: videoUrl must be an absolute http(s) URL')
   const poster = httpUrl(p.posterUrl)
-  const title = escapeHtml((p.title ?? 'Video').slice(0, 200))
+  const title = 'Video'
   const w = Number.isInteger(p.width) && (p.width as number) > 0 ? (p.width as number) : 16
   const h = Number.isInteger(p.height) && (p.height as number) > 0 ? (p.height as number) : 9
   return `<!doctype html>

@@ -23,7 +23,7 @@ export async function thumbnailFor (storage: Storage, kind: 'video' | 'image', u
   return storage.url(thumbKey)
 }
 
-/** The embed page of a library video (DESIGN.md 7): `{PUBLIC_BASE_URL}/embed/{video id}`. */
-export function embedUrlOf (publicBaseUrl: string, videoId: number): string {
-  return `${publicBaseUrl}/embed/${videoId}`
+/** The embed page of a library video: `{PUBLIC_BASE_URL}/embed/{token}` (src/media/embed.ts newEmbedToken). */
+export function embedUrlOf (publicBaseUrl: string, token: string): string {
+  return `${publicBaseUrl}/embed/${token}`
 }

@@ -266,6 +266,12 @@ t.test('?api_key= is always 401, even carrying a valid key, and even with a vali
   assertError(t, await s.req('GET', `/v1/auth/me?api_key=${u.key}`), 401, 'INVALID_API_KEY', 'query only')
   assertError(t, await s.req('GET', `/v1/auth/me?api_key=${u.key}`, { key: u.key }), 401, 'INVALID_API_KEY', 'query plus header')
   assertError(t, await s.req('GET', `/v1/auth/me?x=1&api_key=`, { jwt: u.jwt }), 401, 'INVALID_API_KEY', 'empty value plus session')
+  // ?key= is the other common guess: the same helpful answer, not a generic AUTH_REQUIRED.
+  for (const name of ['key', 'apikey', 'access_token']) {
+    const r = await s.req('GET', `/v1/auth/me?${name}=${u.key}`)
+    assertError(t, r, 401, 'INVALID_API_KEY', `?${name}=`)
+    t.match(r.body.message, `API keys in the query string (?${name}=) are never accepted`)
+  }
   assertError(t, await s.req('GET', `/v1/auth/keys?api_key=${u.key}`, { jwt: u.jwt }), 401, 'INVALID_API_KEY', 'session route')
   t.equal((await s.req('GET', '/v1/auth/me', { key: u.key })).status, 200, 'the key itself still works')
 })

@@ -35,8 +35,10 @@ t.test('GET /v1/health answers 200 ok with the database check, uncached by clien
   assertShape(t, r.body, 'ok')
   t.equal(r.body.checks.database, 'ok')
   t.equal(r.headers.get('cache-control'), 'no-store')
-  t.same(Object.keys(r.body).sort(), ['checks', 'providers', 'service', 'status', 'timestamp', 'version'])
-  t.same(r.body.providers, [], 'no PROVIDERS_FILE: no routes (every model simulated)')
+  t.same(Object.keys(r.body).sort(), ['checks', 'service', 'status', 'timestamp', 'version'], 'status, version and checks only: no routes, providers or counts')
+  const view = await direct.req('GET', '/v1/admin/providers', { admin: true })
+  t.equal(view.status, 200)
+  t.same(view.body, { providers: [] }, 'no PROVIDERS_FILE: no routes (every model simulated)')
 })
 
 t.test('PostgreSQL unreachable: 503 degraded; reachable again: 200 ok without a restart', async (t) => {

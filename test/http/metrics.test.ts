@@ -150,3 +150,40 @@ t.test('counters move by exactly the traffic sent', async t => {
   t.equal(v(after, 'genjobs_outbox_lag_seconds'), 0)
   t.type(after.get('genjobs_shard_mailbox_depth'), 'number')
 })
+
+/** The series every Prometheus process dashboard starts from (prom-client's defaults, prefixed). */
+function assertProcessSeries (t: any, text: string): void {
+  const m = parse(text)
+  t.ok(val(m, 'genjobs_process_resident_memory_bytes') > 20 * 1024 * 1024, `resident memory ${val(m, 'genjobs_process_resident_memory_bytes')} bytes`)
+  t.ok(val(m, 'genjobs_process_cpu_seconds_total') > 0, 'CPU seconds')
+  t.ok(val(m, 'genjobs_process_open_fds') > 0, 'open files')
+  t.ok(val(m, 'genjobs_process_max_fds') >= val(m, 'genjobs_process_open_fds'), 'file limit')
+  t.ok(val(m, 'genjobs_process_start_time_seconds') > 1.6e9, 'start time')
+  t.ok(m.has('genjobs_nodejs_eventloop_lag_seconds'), 'event-loop lag of the main thread')
+  t.ok(m.has('genjobs_nodejs_eventloop_lag_p99_seconds'))
+  t.ok(val(m, 'genjobs_nodejs_heap_size_used_bytes') > 0, 'heap used')
+  t.ok([...m.keys()].some(k => k.startsWith('genjobs_nodejs_version_info{')), 'Node.js version')
+  for (const name of ['genjobs_process_resident_memory_bytes', 'genjobs_nodejs_eventloop_lag_seconds']) {
+    t.equal(text.split('\n').filter(l => l.startsWith(`${name} `)).length, 1, `${name} exposed once`)
+  }
+  t.notOk(text.split('\n').some(l => l !== '' && !l.startsWith('#') && !l.startsWith('genjobs_')), 'every series starts with genjobs_')
+}
+
+function val (m: Map<string, number>, k: string): number { return m.get(k) ?? NaN }
+
+t.test('process and Node.js series: resident memory, CPU seconds, open files, event-loop lag, heap', async t => {
+  const r = await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+  assertProcessSeries(t, await r.text())
+})
+
+t.test('with FRONTENDS=2 any front-end thread answers the scrape with the process series once', async t => {
+  const two = await startServer(t, { FRONTENDS: '2', METRICS_TOKEN })
+  // A new connection each time: the kernel spreads them over both threads (SO_REUSEPORT); a
+  // thread other than the main one delegates the scrape, so every answer is the same registry.
+  for (let i = 0; i < 6; i++) {
+    const r = await fetch(`${two.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}`, connection: 'close' } })
+    t.equal(r.status, 200)
+    const text = await r.text()
+    assertProcessSeries(t, text)
+  }
+})

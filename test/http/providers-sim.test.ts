@@ -59,7 +59,7 @@ t.test('a simulated route with max_concurrent 1: the second job queues, runs aft
   const b = await s.req('POST', '/v1/generate/video', { key: u.key, body: { model: 'veo3-fast', prompt: 'second' } })
   t.equal(a.body.status, 'submitted', a.text)
   t.equal(b.body.status, 'queued', 'route full')
-  const h = await s.req('GET', '/v1/health')
+  const h = await s.req('GET', '/v1/admin/providers', { admin: true })
   t.match(h.body.providers, [{ model: 'veo3-fast', provider: 'simulated', in_flight: 1, queued: 1, max_concurrent: 1 }])
   const ja = (await pollJob(s, u, a.body.id, { timeoutMs: 5000 })).job
   const jb = (await pollJob(s, u, b.body.id, { timeoutMs: 5000 })).job

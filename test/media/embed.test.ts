@@ -13,16 +13,16 @@ import { CHROMIUM, launchChromium } from '../helpers/browser.js'
 const SAMPLE_MP4 = new URL('../../../assets/sim/sample.mp4', import.meta.url).pathname
 const OUT = join(process.cwd(), 'test-output')
 
-t.test('attributes and title are escaped; only absolute http(s) URLs are used; no script and no external resource', async (t) => {
+t.test('attributes are escaped; only absolute http(s) URLs are used; no script and no external resource; the title is a fixed "Video"', async (t) => {
   const html = renderEmbedPage({
     videoUrl: 'https://cdn.example/v.mp4?a=1&b="x"',
     posterUrl: 'https://cdn.example/p.jpg?q=<b>',
-    title: '"><script>alert(1)</script> & \'quotes\'',
     width: 720,
     height: 1280,
   })
-  t.notMatch(html, /<script/i, 'no script element, even from the title')
-  t.match(html, /<title>&quot;&gt;&lt;script&gt;alert\(1\)&lt;\/script&gt; &amp; &#39;quotes&#39;<\/title>/)
+  t.notMatch(html, /<script/i, 'no script element')
+  t.match(html, /<title>Video<\/title>/, 'the page has nothing of the owner\'s (the prompt is not an input)')
+  t.match(html, /aria-label="Video"/)
   t.match(html, / src="https:\/\/cdn\.example\/v\.mp4\?a=1&amp;b=%22x%22"/, 'the URL normalized and escaped')
   t.match(html, / poster="https:\/\/cdn\.example\/p\.jpg\?q=%3Cb%3E"/)
   t.match(html, /<video controls playsinline preload="metadata"/)
@@ -82,8 +82,8 @@ if (!CHROMIUM) {
     }
     const srv = await mediaServer(files)
     t.teardown(srv.close)
-    files['/embed/sample'] = { type: 'text/html; charset=utf-8', bytes: Buffer.from(renderEmbedPage({ videoUrl: `${srv.url}/media/sample.mp4`, posterUrl: `${srv.url}/media/sample.jpg`, title: 'sample <video>' })) }
-    files['/embed/made'] = { type: 'text/html; charset=utf-8', bytes: Buffer.from(renderEmbedPage({ videoUrl: `${srv.url}/media/made.mp4`, posterUrl: `${srv.url}/media/made.jpg`, title: 'made by makeVideo', width: 640, height: 360 })) }
+    files['/embed/sample'] = { type: 'text/html; charset=utf-8', bytes: Buffer.from(renderEmbedPage({ videoUrl: `${srv.url}/media/sample.mp4`, posterUrl: `${srv.url}/media/sample.jpg` })) }
+    files['/embed/made'] = { type: 'text/html; charset=utf-8', bytes: Buffer.from(renderEmbedPage({ videoUrl: `${srv.url}/media/made.mp4`, posterUrl: `${srv.url}/media/made.jpg`, width: 640, height: 360 })) }
 
     const browser = await launchChromium()
     t.teardown(() => browser.close())

@@ -3,6 +3,7 @@ import { ApiError } from '../../errors.js'
 import { createAccount, ledgerTotals, updateFlags } from '../../db/accounts.js'
 import { accountExists, insertAsset, listAccounts } from '../../db/admin.js'
 import { countActiveKeys } from '../../db/keys.js'
+import { nodeRouteStates } from '../../providers/route-states.js'
 import { tierOf } from '../auth.js'
 import type { Route, RouteContext } from '../route.js'
 import { intParam } from '../validate.js'
@@ -87,8 +88,35 @@ export async function adminView (ctx: RouteContext, id: number): Promise<Static<
   }
 }
 
+/** One route of PROVIDERS_FILE as this node runs it (src/providers/route-states.ts). */
+const RouteView = Type.Object({
+  model: Type.String({ description: 'Catalogue model id' }),
+  route: Type.String({ description: 'model#index:provider:upstream model (stored with each job)' }),
+  provider: Type.String(),
+  upstream_model: Type.String(),
+  breaker: Type.Union([Type.Literal('open'), Type.Literal('closed')], { description: 'open on any shard: the route is skipped until its cool-down ends' }),
+  in_flight: Type.Integer({ description: 'Jobs the provider holds on this route (this node)' }),
+  queued: Type.Integer({ description: 'Charged jobs waiting for room on this route (this node)' }),
+  max_concurrent: Type.Union([Type.Integer(), Type.Null()]),
+})
+const ProvidersView = Type.Object({
+  providers: Type.Array(RouteView, { description: 'Each route of PROVIDERS_FILE in order (empty: every model on the simulated provider)' }),
+})
+
 /** Operator API (DESIGN.md section 7): Authorization: Bearer <ADMIN_TOKEN>. */
 export const routes: Route[] = [
+  {
+    method: 'GET',
+    path: '/v1/admin/providers',
+    auth: 'admin',
+    summary: 'The routes of PROVIDERS_FILE on this node: provider, upstream model, breaker, in flight, queued, cap (not in the public health)',
+    tag: 'Operator',
+    schema: { response: { 200: ProvidersView } },
+    async handler (ctx) {
+      const s = ctx.services
+      return { headers: { 'Cache-Control': 'no-store' }, body: { providers: await nodeRouteStates(s.shards, s.config.providersFile) } }
+    },
+  },
   {
     method: 'POST',
     path: '/v1/admin/accounts',

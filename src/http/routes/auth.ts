@@ -67,8 +67,9 @@ export const routes: Route[] = [
       const a = await createAccount(s.sql, { email: b.email, passwordHash: await s.passwords.hash(b.password), verified: false, credits: SIGNUP_CREDITS, note: 'signup free credits' })
       if (!a) throw new ApiError('CONFLICT', 'An account with this email already exists', { param: 'email' })
       // An unverified account cannot create keys (403 NOT_ELIGIBLE): say what unblocks it.
-      const next = `An operator verifies the email: npm run admin -- set ${a.id} --verified true ` +
-        `(or PATCH /v1/admin/accounts/${a.id} {"email_verified": true}); then POST /v1/auth/login and POST /v1/auth/keys`
+      // Read by the person who signed up, not the operator: no operator commands here (README "Operator CLI" has them).
+      const next = 'Your email is not verified yet: the service operator verifies it (tell them your user_id). ' +
+        'Then log in (POST /v1/auth/login) and create an API key (POST /v1/auth/keys)'
       return { status: 201, body: { user_id: a.id, email: a.email, email_verified: false, next } }
     },
   },

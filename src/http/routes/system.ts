@@ -1,44 +1,21 @@
 import { etagOf } from '../../catalog/index.js'
-import { Type, type Static } from '@sinclair/typebox'
-import type { RouteState } from '../../providers/registry.js'
+import { Type } from '@sinclair/typebox'
 import type { Route } from '../route.js'
 import type { Services } from '../../services.js'
 import { ping } from '../../db/connect.js'
 
+/**
+ * Public health (DESIGN.md 7 "Health, errors shown to clients"): status, version and checks
+ * only. The route view (providers, upstream models, counts) is the operator's:
+ * GET /v1/admin/providers and /metrics.
+ */
 const Health = Type.Object({
   status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')]),
   service: Type.String(),
   version: Type.String(),
   timestamp: Type.String({ format: 'date-time' }),
   checks: Type.Object({ database: Type.String() }),
-  providers: Type.Array(Type.Object({
-    model: Type.String(),
-    route: Type.String(),
-    provider: Type.String(),
-    upstream_model: Type.String(),
-    breaker: Type.Union([Type.Literal('open'), Type.Literal('closed')], { description: 'open on any shard: the route is skipped until its cool-down ends' }),
-    in_flight: Type.Integer({ description: 'Jobs the provider holds on this route (this node)' }),
-    queued: Type.Integer({ description: 'Charged jobs waiting for room on this route (this node)' }),
-    max_concurrent: Type.Union([Type.Integer(), Type.Null()]),
-  }), { description: 'Each route of PROVIDERS_FILE (empty: every model on the simulated provider)' }),
-})
-
-/** Route states summed over this node's shards. */
-async function routeStates (s: Services): Promise<Static<typeof Health>['providers']> {
-  if (!s.config.providersFile) return []
-  const per = await Promise.all(Array.from({ length: s.shards.size }, (_, i) => s.shards.askShard(i, { type: 'shard.routes' }, 2000).catch(() => [] as RouteState[])))
-  const byRoute = new Map<string, RouteState>()
-  for (const list of per) {
-    for (const r of list) {
-      const a = byRoute.get(r.route)
-      if (!a) { byRoute.set(r.route, { ...r }); continue }
-      a.in_flight += r.in_flight
-      a.queued += r.queued
-      if (r.breaker === 'open') a.breaker = 'open'
-    }
-  }
-  return [...byRoute.values()]
-}
+}, { additionalProperties: false })
 
 /** Probe state per service instance (several apps can share a process, e.g. in tests). */
 interface Probe { last: { at: number; ok: boolean } | null; probing: Promise<boolean> | null }
@@ -77,6 +54,7 @@ const Index = Type.Object({
   openapi: Type.String({ description: 'OpenAPI 3.1 description (GET /v1/openapi.json)' }),
   health: Type.String(),
   models: Type.String({ description: 'Model catalogue and prices (public)' }),
+  dashboard: Type.String({ description: 'Developer dashboard (HTML): keys, jobs, usage, webhooks (GET /dashboard)' }),
 })
 
 /** What GET / and GET /v1 answer: where to look next (issue 10), one frozen body per base URL. */
@@ -85,7 +63,7 @@ function indexBody (s: Services): object {
   const base = s.config.publicBaseUrl
   let b = indexes.get(base)
   if (!b) {
-    b = Object.freeze({ service: 'genjobs', version: s.version, docs: `${base}/v1/docs`, openapi: `${base}/v1/openapi.json`, health: `${base}/v1/health`, models: `${base}/v1/models` })
+    b = Object.freeze({ service: 'genjobs', version: s.version, docs: `${base}/v1/docs`, openapi: `${base}/v1/openapi.json`, health: `${base}/v1/health`, models: `${base}/v1/models`, dashboard: `${base}/dashboard` })
     indexes.set(base, b)
   }
   return b
@@ -97,7 +75,7 @@ export function systemRoutes (openapi: () => unknown): Route[] {
     method: 'GET',
     path: '/v1',
     auth: 'public',
-    summary: 'Where to start: links to the interactive reference, the OpenAPI document, health and the models',
+    summary: 'Where to start: links to the interactive reference, the OpenAPI document, health, the models and the dashboard',
     tag: 'System',
     schema: { response: { 200: Index } },
     handler: (ctx) => ({ body: indexBody(ctx.services), immutable: true, headers: { 'Cache-Control': 'public, max-age=300' } }),
@@ -113,7 +91,7 @@ export function systemRoutes (openapi: () => unknown): Route[] {
       tag: 'System',
       schema: { response: { 200: Health, 503: Health } },
       async handler (ctx) {
-        const [ok, providers] = await Promise.all([databaseUp(ctx.services), routeStates(ctx.services)])
+        const ok = await databaseUp(ctx.services)
         return {
           status: ok ? 200 : 503,
           headers: { 'Cache-Control': 'no-store' },
@@ -123,7 +101,6 @@ export function systemRoutes (openapi: () => unknown): Route[] {
             version: ctx.services.version,
             timestamp: new Date().toISOString(),
             checks: { database: ok ? 'ok' : 'unreachable' },
-            providers,
           },
         }
       },

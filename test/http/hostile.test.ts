@@ -19,7 +19,6 @@ const throwsMidBody: Route = {
   path: '/v1/test/throws-mid-body',
   auth: 'public',
   rawBody: true,
-  hidden: true,
   summary: 'test only',
   tag: 'Test',
   handler: (ctx) => new Promise((resolve) => {

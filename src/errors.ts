@@ -101,7 +101,7 @@ export function errorFromWire (code: string, message: string, extra?: ErrorExtra
 
 /**
  * An account whose email is not verified creates no job, batch or upload, whatever its
- * credential (docs/api.md "Accounts"): 403 NOT_ELIGIBLE, reason `email_unverified`.
+ * credential (docs/operations.md "Hostile input"): 403 NOT_ELIGIBLE, reason `email_unverified`.
  */
 export function emailUnverified (what = 'create jobs or uploads'): ApiError {
   return new ApiError('NOT_ELIGIBLE', `This account's email is not verified yet, so it cannot ${what}; once it is verified, try again`, { reason: 'email_unverified', reasons: ['email_unverified'] })

@@ -269,7 +269,7 @@ export function checkWebhookUrl (value: string, policy: UrlPolicy = {}, param = 
 
 /**
  * The URL as shown back to its owner: a password in its userinfo (`https://user:pw@host/`) is
- * replaced by `****` (docs/api.md "Webhooks"); the stored URL, used for delivery, keeps it.
+ * replaced by `****` (docs/operations.md "Hostile input"); the stored URL, used for delivery, keeps it.
  * Text outside the userinfo is returned exactly as given.
  */
 export function maskUrlPassword (url: string): string {

@@ -2,7 +2,7 @@ import type { HttpResponse } from 'uWebSockets.js'
 import { Readable } from 'node:stream'
 import { ApiError } from '../errors.js'
 
-/** JSON bodies are capped at 1 MB (docs/api.md "Limits"). */
+/** JSON bodies are capped at 1 MB (docs/operations.md "Hostile input"). */
 export const JSON_BODY_LIMIT = 1024 * 1024
 
 /**

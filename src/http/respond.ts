@@ -56,5 +56,5 @@ export function writeResponse (
   })
 }
 
-/** On answers that carry a secret (a session token, an API key, a webhook secret): never cached (docs/api.md "Security headers"). */
+/** On answers that carry a secret (a session token, an API key, a webhook secret): never cached (docs/operations.md "Hostile input"). */
 export const NO_STORE: Readonly<Record<string, string>> = Object.freeze({ 'Cache-Control': 'no-store' })

@@ -408,7 +408,7 @@ export class HttpServer {
     const h: Record<string, string> = {
       'X-Request-Id': ex.requestId,
       'Access-Control-Allow-Origin': '*',
-      // Every answer: a browser never guesses a type other than the one declared (docs/api.md "Security headers").
+      // Every answer: a browser never guesses a type other than the one declared (docs/operations.md "Hostile input").
       'X-Content-Type-Options': 'nosniff',
     }
     if (ex.rate) {

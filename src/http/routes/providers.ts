@@ -38,7 +38,7 @@ function tooLarge (): ApiError {
 }
 
 /**
- * POST /v1/providers/{name}/callback (docs/providers.md "Callbacks"): public, the raw body
+ * POST /v1/providers/{name}/callback (docs/operations.md "Hostile input"): public, the raw body
  * verified by the provider's adapter. 401 on failed verification, 200 when verified.
  * Idempotent: the job's transition is conditional (a terminal job never changes again), so a
  * replayed callback changes nothing; forged and stale ones fail verification. Cheapest checks

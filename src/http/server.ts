@@ -539,13 +539,15 @@ export class HttpServer {
     // it asked for; one with no account (anonymous, admin, unmatched) under its route pattern or
     // `unmatched`, never its raw path (docs/operations.md "Usage metering").
     const c = ex.c
-    const account = ex.caller && ex.caller.kind !== 'admin' ? ex.caller.accountId : NaN
+    // A public route that authenticates in its handler (SSE with a ticket or headers) sets ctx.caller.
+    const caller = ex.caller ?? ctx?.caller ?? null
+    const account = caller && caller.kind !== 'admin' ? caller.accountId : NaN
     const metered = Number.isNaN(account) ? ex.route : endpoint
     const ep = c !== null && metered === c.route.path ? (method === 'HEAD' ? c.epHead : method === c.route.method ? c.ep : -1) : -1
     metering.push(
       Date.now(),
       account,
-      ex.caller?.keyId ?? NaN,
+      caller?.keyId ?? NaN,
       ep, method, metered, status, ctx?.meter.credits ?? 0, ms,
       ex.reqNum, Number.isNaN(ex.reqNum) ? ex.requestId : null,
     )

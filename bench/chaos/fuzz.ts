@@ -88,7 +88,9 @@ export async function fuzzChaos (o: FuzzOptions): Promise<Record<string, number>
         const body = resolve(doc, op.requestBody?.content?.['application/json']?.schema) ?? null
         const sec = JSON.stringify(op.security ?? doc.security ?? [])
         const auth = /AdminToken/.test(sec) ? 'none' : /ApiKeyHeader/.test(sec) ? 'key' : /SessionJwt/.test(sec) ? 'session' : 'none'
-        ops.push({ method: method.toUpperCase(), path: '/v1' + path, body, auth }) // paths are relative to the /v1 server
+        // Paths hang from the /v1 server unless the path item names its own (the root only).
+        const underV1 = !Array.isArray(item.servers) || item.servers.some((sv: { url: string }) => /\/v1$/.test(sv.url))
+        ops.push({ method: method.toUpperCase(), path: (underV1 ? '/v1' : '') + path, body, auth })
       }
     }
     const arb = fc.integer({ min: 0, max: ops.length - 1 }).chain(i => {

@@ -133,8 +133,10 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
     }
     // Refused (definitive) or unavailable (indefinite): nothing is charged for this route; the
     // next route is tried. An indefinite error may leave an orphan upstream job: it costs us,
-    // never the client (docs/decisions.md).
-    r.breaker.failure()
+    // never the client (docs/decisions.md). Only the indefinite kind counts toward the route's
+    // breaker: a refusal of this input says nothing about the route (docs/providers.md).
+    if (answer.e instanceof UpstreamRefused) r.breaker.refused()
+    else r.breaker.failure()
     lastError = answer.e
     if (r.recordsHistory) events.push({ job_id: id, source: 'refused', route: r.key, state: answer.e instanceof UpstreamRefused ? 'refused' : 'unavailable', detail: { error: String((answer.e as Error)?.message ?? answer.e) } })
     route = null

@@ -352,7 +352,8 @@ export class JobActor {
     if (this.holdsSlot) { this.holdsSlot = false; r.release() }
     if (err instanceof UpstreamRefused) {
       // Definitive: this route will not run the job; the next one may (the job stays charged once).
-      r.breaker.failure()
+      // A refusal of the input is not the route's failure: the breaker does not count it.
+      r.breaker.refused()
       await this.host.record([this.ev('refused', 'refused', { error: err.message })])
       if (this.routeIndex + 1 < this.routes.length) { this.routeIndex++; this.schedule(0); return }
       await this.host.fail(this, `The provider refused the job: ${err.message}; credits refunded`, false)

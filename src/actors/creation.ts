@@ -7,6 +7,7 @@ import { ChargeRefused } from '../db/ledger.js'
 import type { JobRow } from '../jobs/view.js'
 import type { CreatedJobView, JobCaller, JobSpec } from '../domain.js'
 import type { Providers, Route } from '../providers/registry.js'
+import { unsupportedOption } from '../providers/capabilities.js'
 import { UpstreamRefused, UpstreamUnavailable, type ProviderJob, type UpstreamHandle } from '../providers/provider.js'
 import type { ResultRules } from '../providers/results.js'
 import type { UpstreamJobRow } from './job-actor.js'
@@ -71,7 +72,14 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
   const spec = req.spec
   const c: Creation = { id: d.id, trial: d.trial, spec }
   const deps = a.deps
-  const routes = deps.providers.routesFor(spec.model)
+  const all = deps.providers.routesFor(spec.model)
+  // Capability-aware routing (docs/providers.md "Capabilities"): only routes that serve every
+  // option value this request carries, decided before anything is charged or sent.
+  const routes = all.filter(r => r.unserved(spec.request, spec.prompt).length === 0)
+  if (routes.length === 0) {
+    a.settled({ id: d.id, trial: d.trial, spec }, req.keyId, null, false)
+    throw unsupportedOption(spec.model, all, spec.request, spec.prompt)
+  }
   const id = d.id
   const now = new Date()
   const pj: ProviderJob = { id, type: spec.type, model: spec.model, text: spec.directiveText, estimatedSeconds: spec.estimated_seconds, request: spec.request }
@@ -192,7 +200,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
   if (!running) {
     if (holds) on.release()
   } else {
-    const job = a.live.adopt(row, pj, routes.indexOf(on), handle)
+    const job = a.live.adopt(row, pj, all.indexOf(on), handle)
     job.announced = true // its full view was emitted just above
     if (holds) job.took(on)
     if (retryAfterMs > 0) job.retryAfter(retryAfterMs)

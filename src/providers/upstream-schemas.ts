@@ -111,6 +111,20 @@ export function checkInput (schema: UpstreamSchema, input: Record<string, unknow
   return (schema.validate.errors ?? []).map(issueOf)
 }
 
+const fieldValidators = new WeakMap<UpstreamSchema, Map<string, ValidateFunction>>()
+
+/** Checks one top-level field's value against its property schema ([] when taken or unknown). */
+export function checkField (schema: UpstreamSchema, field: string, value: unknown): InputIssue[] {
+  const prop = schema.doc.input.properties?.[field]
+  if (prop === undefined || schema.open) return []
+  let byField = fieldValidators.get(schema)
+  if (!byField) { byField = new Map(); fieldValidators.set(schema, byField) }
+  let v = byField.get(field)
+  if (!v) { v = ajv.compile({ type: 'object', properties: { [field]: prop } }); byField.set(field, v) }
+  if (v({ [field]: value })) return []
+  return (v.errors ?? []).map(issueOf)
+}
+
 function issueOf (e: ErrorObject): InputIssue {
   const path = e.instancePath.split('/').slice(1).map(s => s.replace(/~1/g, '/').replace(/~0/g, '~'))
   if (e.keyword === 'required') path.push(String((e.params as { missingProperty: string }).missingProperty))

@@ -138,7 +138,9 @@ function blame (spec: RouteSpec, issue: InputIssue, request: Record<string, unkn
  * model's default when the route does not read the field. Judged on `field` alone: a probe
  * failing on another field (a missing image on an image-to-video route) does not count here.
  */
-export function servedValues (spec: RouteSpec, schema: UpstreamSchema | null, model: string, field: string, values: readonly unknown[], base: Record<string, unknown>): unknown[] {
+export function servedValues (
+  spec: RouteSpec, schema: UpstreamSchema | null, model: string, field: string, values: readonly unknown[], base: Record<string, unknown>
+): unknown[] {
   if (spec.provider === 'simulated' || schema === null) return [...values]
   return values.filter((v) => {
     const probe = { ...base, [field]: v }

@@ -196,16 +196,17 @@ export function unsupportedOption (model: string, routes: readonly CapableRoute[
   const options = OPTION_FIELDS[request.kind === 'image' ? 'image' : 'video']
   const everywhere = (f: string): boolean => per.every(list => list.some(u => u.field === f))
   const candidates = per.flat().map(u => u.field)
-  const field = candidates.find(f => options.includes(f) && everywhere(f)) ?? candidates.find(everywhere) ?? candidates[0] ?? 'model'
+  // The field every route fails on; else an option (the client can change it, not its media).
+  const field = candidates.find(f => options.includes(f) && everywhere(f)) ?? candidates.find(everywhere) ??
+    candidates.find(f => options.includes(f)) ?? candidates[0] ?? 'model'
   const reason = per.flat().find(u => u.field === field)?.reason ?? 'no route serves it'
   const value = request[field]
   const shown = value === undefined || value === null ? '' : ` ${JSON.stringify(value)}`
   const values = catalogueValues(model, field)
   let can = ''
   if (values.length > 0) {
-    const ok = new Set<unknown>()
-    for (const r of routes) for (const x of servedValues(r.spec, r.upstreamSchema(), model, field, values, request)) ok.add(x)
-    const list = values.filter(x => ok.has(x))
+    // Values with which some route serves the whole request as it is otherwise.
+    const list = values.filter(x => routes.some(r => r.unserved({ ...request, [field]: x }, prompt).length === 0))
     can = list.length > 0 ? `; values that can run: ${list.map(x => String(x)).join(', ')}` : `; no value of ${field} can run with the rest of this request`
   } else {
     can = `; send the request without ${field}`

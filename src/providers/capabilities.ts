@@ -199,7 +199,6 @@ export function unsupportedOption (model: string, routes: readonly CapableRoute[
   // The field every route fails on; else an option (the client can change it, not its media).
   const field = candidates.find(f => options.includes(f) && everywhere(f)) ?? candidates.find(everywhere) ??
     candidates.find(f => options.includes(f)) ?? candidates[0] ?? 'model'
-  const reason = per.flat().find(u => u.field === field)?.reason ?? 'no route serves it'
   const value = request[field]
   const shown = value === undefined || value === null ? '' : ` ${JSON.stringify(value)}`
   const values = catalogueValues(model, field)
@@ -211,5 +210,6 @@ export function unsupportedOption (model: string, routes: readonly CapableRoute[
   } else {
     can = `; send the request without ${field}`
   }
-  return new ApiError('UNSUPPORTED_OPTION', `${model} cannot run ${field}${shown} on any of its provider routes (${reason})${can}. Nothing was charged`, { param: field })
+  // In our vocabulary only: upstream field names and spellings stay in the operator's view (DESIGN.md 7).
+  return new ApiError('UNSUPPORTED_OPTION', `${model} cannot run ${field}${shown} with the providers it is routed to${can}. Nothing was charged`, { param: field })
 }

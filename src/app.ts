@@ -92,6 +92,9 @@ async function persistedSecret (dataDir: string, name: string): Promise<{ value:
 /** Boots the whole service (src/main.ts only adds signals). Used by tests with PORT 0. */
 export async function createApp (config: Config, opts: AppOptions = {}): Promise<App> {
   const log = opts.logger ?? createLogger(config.logLevel, { secrets: [config.adminToken ?? '', config.jwtSecret ?? '', config.metricsToken ?? ''] })
+  // The routing file (and each route against its upstream schema) is checked before anything
+  // starts, the database included: a mistake is one clear boot error.
+  loadRouting(config.providersFile, config.providerEnv)
   let embedded: EmbeddedDb | null = null
   let databaseUrl = config.databaseUrl
   if (!databaseUrl) {
@@ -120,8 +123,6 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   }
   const jwtSecret = config.jwtSecret ?? (await persistedSecret(config.dataDir, 'jwt-secret')).value
 
-  // The routing file is checked before any shard starts: a mistake is one clear boot error.
-  loadRouting(config.providersFile, config.providerEnv)
 
   const nodeId = process.env.NODE_ID || (await persistedSecret(config.dataDir, 'node-id')).value.slice(0, 16)
   const bus = config.redisUrl ? new RedisBus(config.redisUrl, config.redisPrefix, nodeId, log) : null

@@ -53,7 +53,10 @@ try {
   bootDone(app)
   if (!stopping) process.stdout.write(`genjobs listening on ${config.publicBaseUrl} (port ${app.port})\n`)
 } catch (err) {
-  if (!(err instanceof ConfigError)) throw err
-  process.stderr.write(`genjobs: configuration error: ${err.message}\n`)
+  // Any boot mistake (configuration, routing file, upstream schema check, a database that
+  // refuses) is one line and exit 1: the process-wide error containment would otherwise log it
+  // and leave a half-started process running.
+  if (err instanceof ConfigError) process.stderr.write(`genjobs: configuration error: ${err.message}\n`)
+  else process.stderr.write(`genjobs: cannot start: ${(err as Error)?.message ?? String(err)}\n`)
   process.exit(1)
 }

@@ -7,6 +7,7 @@ import { ChargeRefused } from '../db/ledger.js'
 import type { JobRow } from '../jobs/view.js'
 import type { CreatedJobView, JobCaller, JobSpec } from '../domain.js'
 import type { Providers, Route } from '../providers/registry.js'
+import { unsupportedOption } from '../providers/capabilities.js'
 import { UpstreamRefused, UpstreamUnavailable, type ProviderJob, type UpstreamHandle } from '../providers/provider.js'
 import type { ResultRules } from '../providers/results.js'
 import type { UpstreamJobRow } from './job-actor.js'
@@ -75,7 +76,14 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
   const spec = req.spec
   const c: Creation = { id: d.id, trial: d.trial, spec }
   const deps = a.deps
-  const routes = deps.providers.routesFor(spec.model)
+  const all = deps.providers.routesFor(spec.model)
+  // Capability-aware routing (docs/providers.md "Capabilities"): only routes that serve every
+  // option value this request carries, decided before anything is charged or sent.
+  const routes = all.filter(r => r.unserved(spec.request, spec.prompt).length === 0)
+  if (routes.length === 0) {
+    a.settled({ id: d.id, trial: d.trial, spec }, req.keyId, null, false)
+    throw unsupportedOption(spec.model, all, spec.request, spec.prompt)
+  }
   const id = d.id
   const now = new Date()
   const pj: ProviderJob = { id, type: spec.type, model: spec.model, text: spec.directiveText, estimatedSeconds: spec.estimated_seconds, request: spec.request }
@@ -137,8 +145,10 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
     }
     // Refused (definitive) or unavailable (indefinite): nothing is charged for this route; the
     // next route is tried. An indefinite error may leave an orphan upstream job: it costs us,
-    // never the client (docs/decisions.md).
-    r.breaker.failure()
+    // never the client (docs/decisions.md). Only the indefinite kind counts toward the route's
+    // breaker: a refusal of this input says nothing about the route (docs/providers.md).
+    if (answer.e instanceof UpstreamRefused) r.breaker.refused()
+    else r.breaker.failure()
     lastError = answer.e
     if (r.recordsHistory) events.push({ job_id: id, source: 'refused', route: r.key, state: answer.e instanceof UpstreamRefused ? 'refused' : 'unavailable', detail: { error: String((answer.e as Error)?.message ?? answer.e) } })
     route = null
@@ -196,7 +206,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
   if (!running) {
     if (holds) on.release()
   } else {
-    const job = a.live.adopt(row, pj, routes.indexOf(on), handle)
+    const job = a.live.adopt(row, pj, all.indexOf(on), handle)
     job.announced = true // its full view was emitted just above
     if (holds) job.took(on)
     if (retryAfterMs > 0) job.retryAfter(retryAfterMs)

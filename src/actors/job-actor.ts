@@ -299,10 +299,36 @@ export class JobActor {
       [this.ev('cancel', cancelled === true ? 'canceled' : 'unconfirmed', { answer: cancelled }), this.ev('deadline', 'failed')])
   }
 
+  /** Routes this job's request can run on (capability routing), by route, computed once. */
+  private readonly serving = new Map<Route, boolean>()
+
+  /** True when `r` serves this job's request (src/providers/capabilities.ts). */
+  private serves (r: Route): boolean {
+    let ok = this.serving.get(r)
+    if (ok === undefined) {
+      ok = r.unserved(this.pj.request, this.row.prompt).length === 0
+      this.serving.set(r, ok)
+    }
+    return ok
+  }
+
+  /** The first route at or after `from` that serves this job, or -1. */
+  private nextServing (from: number): number {
+    for (let i = from; i < this.routes.length; i++) if (this.serves(this.routes[i])) return i
+    return -1
+  }
+
   /** A job without an upstream handle: find a route with room, in order, and submit. */
   private async trySubmit (): Promise<void> {
+    if (this.nextServing(this.routeIndex) < 0) {
+      // No route left can take this request (the routing file changed, or every serving route
+      // refused it): a definitive end, refunded.
+      await this.host.fail(this, 'No provider route can run this request any more; credits refunded', false)
+      return
+    }
     for (let i = this.routeIndex; i < this.routes.length; i++) {
       const r = this.routes[i]
+      if (!this.serves(r)) continue
       if (!r.breaker.allow()) continue
       if (!r.provider.accepts(this.pj)) {
         // The provider has no capacity for this job at all ([sim:queue]): it waits here, out of
@@ -352,9 +378,11 @@ export class JobActor {
     if (this.holdsSlot) { this.holdsSlot = false; r.release() }
     if (err instanceof UpstreamRefused) {
       // Definitive: this route will not run the job; the next one may (the job stays charged once).
-      r.breaker.failure()
+      // A refusal of the input is not the route's failure: the breaker does not count it.
+      r.breaker.refused()
       await this.host.record([this.ev('refused', 'refused', { error: err.message })])
-      if (this.routeIndex + 1 < this.routes.length) { this.routeIndex++; this.schedule(0); return }
+      const next = this.nextServing(this.routeIndex + 1)
+      if (next >= 0) { this.routeIndex = next; this.schedule(0); return }
       // Neutral for the client; the refusal itself is in the upstream history (GET /v1/admin/jobs/{id}).
       await this.host.fail(this, 'No provider could take this job; credits refunded', false)
       return

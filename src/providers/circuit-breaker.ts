@@ -1,7 +1,10 @@
 /**
- * Per-provider circuit breaker (DESIGN.md section 5): after `threshold` consecutive submission
+ * Per-route circuit breaker (DESIGN.md section 5): after `threshold` consecutive submission
  * failures it opens for `coolDownMs`; while open, creations answer 502 PROVIDER_ERROR and charge
  * nothing. After the cool-down one trial submission is let through (half-open).
+ * Only transport errors, 5xx and timeouts are failures (`failure`). An upstream refusal of the
+ * input (fal/Replicate 422, Kie's 4xx body codes) is the request's fault, not the route's: it
+ * is `refused`, which neither counts nor resets (docs/providers.md "Breakers").
  */
 export class CircuitBreaker {
   private failures = 0
@@ -35,6 +38,12 @@ export class CircuitBreaker {
   get open (): boolean { return this.failures >= this.threshold && Date.now() < this.openUntil }
 
   success (): void { this.failures = 0; this.trialInFlight = false }
+
+  /**
+   * The route answered and refused this input (4xx). Not a failure of the route: the count is
+   * left as it is, and a half-open trial ends without a verdict (the next request tries again).
+   */
+  refused (): void { this.trialInFlight = false }
 
   failure (now = Date.now()): void {
     this.failures++

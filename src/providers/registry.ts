@@ -5,6 +5,9 @@ import { CircuitBreaker } from './circuit-breaker.js'
 import type { ProviderJob, RouteProvider } from './provider.js'
 import { loadRouting, type ProviderName, type RouteSpec, type RoutingTable } from './routing.js'
 import { SimulatedProvider } from './simulated.js'
+import { schemaOfRoute, unserved, type Unserved } from './capabilities.js'
+import type { UpstreamSchema } from './upstream-schemas.js'
+import { useRouting } from './served-catalog.js'
 import { trackBreaker } from '../worker-stats.js'
 
 /**
@@ -34,6 +37,25 @@ export class Route {
      */
     readonly recordsHistory = true,
   ) {}
+
+  private schema: UpstreamSchema | null | undefined
+
+  /**
+   * Why this route cannot serve `request` ([] = it can): an option it would drop or a value its
+   * upstream schema refuses (src/providers/capabilities.ts). Simulated routes serve everything.
+   */
+  unserved (request: Record<string, unknown>, prompt: string | null): Unserved[] {
+    if (this.spec.provider === 'simulated') return []
+    if (this.schema === undefined) this.schema = schemaOfRoute(this.spec)
+    return unserved(this.spec, this.schema, this.model, request, prompt ?? (typeof request.prompt === 'string' ? request.prompt : null))
+  }
+
+  /** The route's upstream schema (null: simulated, or a route the boot check never saw). */
+  upstreamSchema (): UpstreamSchema | null {
+    if (this.spec.provider === 'simulated') return null
+    if (this.schema === undefined) this.schema = schemaOfRoute(this.spec)
+    return this.schema
+  }
 
   /** True when a submission of `job` may start now (room on the route, the provider accepts it). */
   hasRoom (job: ProviderJob, jobId?: string): boolean {
@@ -111,6 +133,8 @@ export class Providers {
   /** Loads the routing file and builds the adapters it needs. Throws a boot error on any mistake. */
   static async load (config: Config, storage: Storage, shards = 1): Promise<Providers> {
     const table = loadRouting(config.providersFile, config.providerEnv)
+    // GET /v1/models in this thread shows what these routes can serve.
+    useRouting(table)
     const p = new Providers(table, shards)
     p.byName.set('simulated', new SimulatedProvider(storage, config.simSpeed))
     const needed = new Set<ProviderName>()

@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs'
+import { relative } from 'node:path'
 import { AUDIO_MODEL_IDS, IMAGE_MODEL_IDS, VIDEO_MODEL_IDS } from '../catalog/index.js'
+import { checkField, DEFAULT_SCHEMAS_DIR, loadUpstreamSchema, schemaFile } from './upstream-schemas.js'
 
 /**
  * The routing file (DESIGN.md 7 "Providers", issue 11 point 3): PROVIDERS_FILE maps a catalogue
@@ -52,6 +54,11 @@ export interface RouteSpec {
   input?: Record<string, InputValue>
   /** Seconds a job may stay with this provider before our deadline (default max(4 x estimate, 30 min)). */
   deadline_s?: number
+  /**
+   * Option values the upstream meets without a field (docs/providers.md "Capabilities"):
+   * `{"aspect_ratio": ["adaptive"]}` on an image-to-video endpoint whose output follows the frame.
+   */
+  serves?: Record<string, Array<string | number | boolean>>
 }
 
 export interface RoutingTable { routes: Record<string, RouteSpec[]> }
@@ -61,7 +68,7 @@ export const CATALOGUE_MODEL_IDS: readonly string[] = [...VIDEO_MODEL_IDS, ...IM
 /** Fields of our normalised request that are ours, never sent upstream by the default mapping. */
 const INTERNAL_FIELDS = new Set(['kind', 'model', 'credits', 'estimated_seconds', 'webhook_url', 'webhook_secret', 'character_asset_ids', 'voice_asset_ids', 'job_id'])
 
-const ROUTE_KEYS = new Set(['provider', 'model', 'max_concurrent', 'input', 'deadline_s'])
+const ROUTE_KEYS = new Set(['provider', 'model', 'max_concurrent', 'input', 'deadline_s', 'serves'])
 const REF_KEYS = new Set(['from', 'as', 'map', 'default', 'prefix', 'suffix'])
 
 /** Parses and validates a routing document; throws an Error naming the first mistake. */
@@ -104,6 +111,15 @@ function parseRoute (r: unknown, at: string, env: Record<string, string | undefi
     for (const [k, v] of Object.entries(r.input)) checkValue(v, `${at}.input.${k}`)
     spec.input = r.input as Record<string, InputValue>
   }
+  if (r.serves !== undefined) {
+    if (!isObject(r.serves)) throw new Error(`${at}: serves must be an object of option -> [values the upstream meets without a field]`)
+    for (const [k, v] of Object.entries(r.serves)) {
+      if (!Array.isArray(v) || v.length === 0 || !v.every(x => typeof x === 'string' || typeof x === 'number' || typeof x === 'boolean')) {
+        throw new Error(`${at}: serves.${k} must be a non-empty array of option values`)
+      }
+    }
+    spec.serves = r.serves as Record<string, Array<string | number | boolean>>
+  }
   return spec
 }
 
@@ -134,7 +150,78 @@ export function loadRouting (file: string | undefined, env: Record<string, strin
   try { text = readFileSync(file, 'utf8') } catch (err) { throw new Error(`PROVIDERS_FILE: cannot read ${file}: ${(err as Error).message}`) }
   let doc: unknown
   try { doc = JSON.parse(text) } catch (err) { throw new Error(`PROVIDERS_FILE: ${file} is not valid JSON: ${(err as Error).message}`) }
-  return parseRouting(doc, env, `PROVIDERS_FILE ${file}`)
+  const table = parseRouting(doc, env, `PROVIDERS_FILE ${file}`)
+  checkRoutesAgainstSchemas(table, `PROVIDERS_FILE ${file}`)
+  return table
+}
+
+/** Fields of our normalised requests (src/catalog/validate.ts) a route without a mapping may send. */
+const REQUEST_FIELDS = new Set([
+  'prompt', 'aspect_ratio', 'duration', 'resolution', 'mode', 'image_url', 'last_frame_url', 'reference_image_urls',
+  'reference_video_urls', 'reference_audio_urls', 'generate_audio', 'sound', 'multi_shots', 'multi_prompt', 'kling_elements',
+  'audio_url', 'audio_duration', 'lip_sync_mode', 'output_format', 'image_urls', 'text', 'voice_id', 'voice_name', 'title',
+  'style', 'instrumental', 'lyrics',
+])
+
+/**
+ * The boot check of every route against its upstream schema (DESIGN.md 7 "Providers at model
+ * fidelity", docs/providers.md "Boot check"): the schema file must exist; a mapped field the
+ * schema lacks (when it refuses unknown fields), a required field the mapping never fills, or a
+ * literal (or value-table entry) the field's type or enum refuses stops the boot with one
+ * message naming model, route index, provider/upstream model and field.
+ */
+export function checkRoutesAgainstSchemas (table: RoutingTable, where = 'PROVIDERS_FILE', dir = DEFAULT_SCHEMAS_DIR): void {
+  for (const [model, list] of Object.entries(table.routes)) {
+    list.forEach((r, i) => {
+      if (r.provider === 'simulated') return
+      const at = `${where}: routes.${model}[${i}] (${r.provider} ${r.model})`
+      let schema
+      try { schema = loadUpstreamSchema(r.provider, r.model, dir) } catch (err) { throw new Error(`${at}: ${(err as Error).message}`) }
+      if (!schema) {
+        let file: string
+        try { file = relative(process.cwd(), schemaFile(r.provider, r.model, dir)) } catch { file = `config/upstream-schemas/${r.provider}/<model>.json` }
+        throw new Error(`${at}: no upstream schema for this model; put its input schema, with the public source it was read from, in ${file} (docs/upstream-models.md)`)
+      }
+      if (schema.open) return
+      const input = schema.doc.input
+      const props = input.properties ?? {}
+      const required = input.required ?? []
+      if (r.input === undefined) {
+        for (const f of required) if (!REQUEST_FIELDS.has(f)) throw new Error(`${at}: field ${f}: the upstream schema requires it and the route has no input mapping to fill it`)
+        return
+      }
+      for (const [k, v] of Object.entries(r.input)) {
+        if (!Object.prototype.hasOwnProperty.call(props, k)) {
+          if (input.additionalProperties === false) throw new Error(`${at}: field ${k}: mapped, but the upstream schema has no such field and refuses unknown fields`)
+          continue
+        }
+        for (const lit of literalsOf(v)) {
+          const issues = checkField(schema, k, lit)
+          if (issues.length) throw new Error(`${at}: field ${k}: the literal ${JSON.stringify(lit)} ${issues[0].message}`)
+        }
+      }
+      for (const f of required) if (!Object.prototype.hasOwnProperty.call(r.input, f)) throw new Error(`${at}: field ${f}: the upstream schema requires it and the input mapping never fills it`)
+    })
+  }
+}
+
+/** The literal values a mapping entry can send: a plain literal, or a value table's entries. */
+function literalsOf (v: InputValue): unknown[] {
+  if (v === null || typeof v === 'number' || typeof v === 'boolean') return [v]
+  if (typeof v === 'string') return v.startsWith('$.') ? [] : [v]
+  if (Array.isArray(v)) return []
+  if (typeof (v as FieldRef).from === 'string') {
+    const ref = v as FieldRef
+    const out: unknown[] = []
+    // Table entries go through `as`, prefix and suffix (convert); a default is sent as it is.
+    for (const x of ref.map ? Object.values(ref.map) : []) {
+      if (x !== null && typeof x === 'object') continue
+      out.push(convert({ ...ref, map: undefined, default: undefined, from: '$.x' }, { x }))
+    }
+    if (ref.default !== undefined) out.push(...literalsOf(ref.default))
+    return out
+  }
+  return []
 }
 
 /** The upstream input of one job: the route's mapping applied to our request (plus prompt). */

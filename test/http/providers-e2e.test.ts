@@ -38,9 +38,9 @@ await writeFile(routesFile, JSON.stringify({
       { provider: 'replicate', model: 'google/veo-3-fast' },
     ],
     // Kie: a callback is only a hint, confirmed with recordInfo.
-    'seedance-2-fast': [{ provider: 'kie', model: 'bytedance/seedance-2-fast', input: { prompt: '$.prompt', duration: { from: '$.duration', as: 'number' } } }],
+    'seedance-2-fast': [{ provider: 'kie', model: 'bytedance/v1-pro-text-to-video', input: { prompt: '$.prompt', duration: { from: '$.duration', as: 'number' } } }],
     // A one-second deadline: our refund, then a late upstream success.
-    'seedance-2': [{ provider: 'fal', model: 'fal-ai/bytedance/seedance/v2', deadline_s: 1 }],
+    'seedance-2': [{ provider: 'fal', model: 'bytedance/seedance-2.0/text-to-video', deadline_s: 1 }],
     // Capacity: one job at a time upstream.
     'nano-banana': [{ provider: 'fal', model: 'fal-ai/nano-banana', max_concurrent: 1, input: { prompt: '$.prompt', output_format: '$.output_format' } }],
   },

@@ -67,7 +67,7 @@ t.test('results: images[0].url for images, audio.url for audio; has_nsfw_concept
   t.equal(img.state, 'succeeded')
   t.match((img as any).outputs[0], /\.png$/)
   fal.plan({ steps: [], media: 'mp3' })
-  const aud = await a.status(await a.submit(req('fal-ai/music')))
+  const aud = await a.status(await a.submit(req('fal-ai/elevenlabs/music')))
   t.match((aud as any).outputs[0], /\.mp3$/)
   // A handle the stub does not make: the result is read from response_url.
   const { falOutputs } = await import('../../src/providers/fal.js')
@@ -345,4 +345,26 @@ t.test('a signed OK callback without payload (fal could not attach it) verifies 
   t.same(await a.verifyCallback({ headers, query: '', body: Buffer.from(body) }), { ok: true, upstreamId: h.id })
   const mismatched = JSON.stringify({ request_id: 'other', status: 'OK', payload: { video: { url: 'https://x/v.mp4' } } })
   t.same(await a.verifyCallback({ headers: fal.signCallback(job, mismatched, Math.floor(Date.now() / 1000), false), query: '', body: Buffer.from(mismatched) }), { ok: false, reason: 'body request_id differs from the signed header' })
+})
+
+t.test('strict stub: an app without a schema is a 404 refusal; an input the schema refuses is taken, then ends as a 422 detail list (failed)', async (t) => {
+  const a = adapter()
+  const e404 = await a.submit(req('fal-ai/no-such-app')).catch(e => e)
+  t.type(e404, UpstreamRefused)
+  t.equal(e404.httpStatus, 404)
+  const before = fal.refusals.length
+  // veo3.1/fast takes duration "4s"/"6s"/"8s" and needs a prompt.
+  const h = await a.submit({ jobId: 'job_1', model: 'fal-ai/veo3.1/fast', input: { duration: '15s' }, callbackUrl: null })
+  t.equal(fal.refusals.length, before + 1, 'the stub refused it against config/upstream-schemas')
+  fal.finish(h.id, 'succeeded')
+  t.equal(fal.jobs.get(h.id)!.ended, 'invalid_input', 'whatever the plan said, the request ends refused')
+  const res = await fetch(`${fal.url}/fal-ai/veo3.1/requests/${h.id}`, { headers: { authorization: `Key ${fal.key}` } })
+  t.equal(res.status, 422)
+  const body = await res.json() as { detail: Array<{ loc: string[]; msg: string; type: string }> }
+  t.same(body.detail.map(d => [d.loc.join('.'), d.type]).sort(), [['body.duration', 'one_of'], ['body.prompt', 'missing']], 'pydantic-style detail items')
+  const st = await a.status(h)
+  t.equal(st.state, 'failed', 'the adapter reads the 422 result as the job failing')
+  const ok = await a.submit({ jobId: 'job_2', model: 'fal-ai/veo3.1/fast', input: { prompt: 'p', duration: '8s', aspect_ratio: '9:16' }, callbackUrl: null })
+  t.equal(fal.refusals.length, before + 1, 'a valid input is not refused')
+  t.equal((await a.status(ok)).state, 'queued')
 })

@@ -13,7 +13,7 @@ t.teardown(async () => { await kie.close(); await sink.close() })
 
 const adapter = (over: Partial<ConstructorParameters<typeof KieAdapter>[0]> = {}) =>
   new KieAdapter({ apiKey: kie.key, apiUrl: kie.url, hmacKey: kie.hmacKey, timeoutMs: 2000, ...over })
-const req = (model = 'bytedance/seedance-1-pro', callbackUrl: string | null = null) => ({ jobId: 'job_1', model, input: { prompt: 'a red fox', aspect_ratio: '16:9' }, callbackUrl })
+const req = (model = 'bytedance/v1-pro-text-to-video', callbackUrl: string | null = null) => ({ jobId: 'job_1', model, input: { prompt: 'a red fox', aspect_ratio: '16:9' }, callbackUrl })
 
 async function callbackOf (id: string, opts: Parameters<KieStub['deliver']>[1] = {}) {
   const n = sink.received.length
@@ -23,10 +23,10 @@ async function callbackOf (id: string, opts: Parameters<KieStub['deliver']>[1] =
 
 t.test('submit posts {model, input, callBackUrl} to /api/v1/jobs/createTask with Bearer auth and keeps data.taskId', async (t) => {
   const cb = 'https://svc.example/v1/providers/kie/callback'
-  const h = await adapter().submit(req('bytedance/seedance-1-pro', cb))
+  const h = await adapter().submit(req('bytedance/v1-pro-text-to-video', cb))
   const sent = kie.requests.filter(r => r.route === 'submit').at(-1)!
   t.equal(sent.authorization, `Bearer ${kie.key}`)
-  t.same(JSON.parse(sent.body), { model: 'bytedance/seedance-1-pro', input: { prompt: 'a red fox', aspect_ratio: '16:9' }, callBackUrl: cb })
+  t.same(JSON.parse(sent.body), { model: 'bytedance/v1-pro-text-to-video', input: { prompt: 'a red fox', aspect_ratio: '16:9' }, callBackUrl: cb })
   t.match(h.id, /^task_/)
   t.equal(kie.jobs.get(h.id)!.callbackUrl, cb)
   await adapter().submit(req())
@@ -120,7 +120,7 @@ t.test('createTask body codes: 401/402/404/422/433/501/505 refused; 429/455/500 
 t.test('callbacks: a verified callback names the task but carries no state (the HMAC does not cover the body)', async (t) => {
   const a = adapter()
   kie.plan({ steps: [], media: 'mp4' })
-  const h = await a.submit(req('m', sink.url()))
+  const h = await a.submit(req('bytedance/v1-pro-text-to-video', sink.url()))
   await a.status(h) // ends it: the stub calls back
   await kie.waitFor(() => kie.callbacks.some(c => c.jobId === h.id), 5000, 'callback')
   const raw = sink.received.at(-1)!.raw
@@ -134,7 +134,7 @@ t.test('callbacks: a verified callback names the task but carries no state (the 
 t.test('callbacks: wrong key, stale/future timestamp, another task id, missing headers, no configured key are refused', async (t) => {
   const a = adapter()
   kie.plan({ steps: [], callback: false })
-  const h = await a.submit(req('m', sink.url()))
+  const h = await a.submit(req('bytedance/v1-pro-text-to-video', sink.url()))
   kie.finish(h.id)
   const good = await callbackOf(h.id)
   t.equal((await a.verifyCallback(good)).ok, true)
@@ -155,4 +155,19 @@ t.test('callbacks: wrong key, stale/future timestamp, another task id, missing h
   const ts = String(Math.floor(Date.now() / 1000))
   const sig = createHmac('sha256', 'k3y').update(`task_abc.${ts}`).digest('base64')
   t.same(await new KieAdapter({ apiKey: 'x', hmacKey: 'k3y' }).verifyCallback({ headers: { 'x-webhook-timestamp': ts, 'x-webhook-signature': sig }, query: '', body: Buffer.from('{"code":200,"data":{"taskId":"task_abc","state":"success"}}') }), { ok: true, upstreamId: 'task_abc' })
+})
+
+t.test('strict stub: an unknown model is code 404, an input the schema refuses code 422 (no task made); an unverified schema without fields takes anything', async (t) => {
+  const a = adapter()
+  const e404 = await a.submit(req('nobody/no-model')).catch(e => e)
+  t.type(e404, UpstreamRefused)
+  t.equal(e404.httpStatus, 404)
+  const n = kie.jobs.size
+  const e422 = await a.submit({ jobId: 'j', model: 'grok-imagine/text-to-video', input: { prompt: 'p', resolution: '1080p' }, callbackUrl: null }).catch(e => e)
+  t.type(e422, UpstreamRefused)
+  t.equal(e422.httpStatus, 422)
+  t.match(e422.message, /resolution: must be one of "480p", "720p"/)
+  t.equal(kie.jobs.size, n, 'no task')
+  const open = await a.submit({ jobId: 'j', model: 'bytedance/v1-lite-text-to-video', input: { anything: [1, 2], prompt: 3 }, callbackUrl: null })
+  t.ok(kie.jobs.get(open.id), 'verified=false with no properties: accepted')
 })

@@ -14,7 +14,7 @@ t.teardown(async () => { await rep.close(); await sink.close() })
 
 const adapter = (over: Partial<ConstructorParameters<typeof ReplicateAdapter>[0]> = {}) =>
   new ReplicateAdapter({ token: rep.token, apiUrl: rep.url, webhookSecret: rep.secret, timeoutMs: 2000, ...over })
-const req = (model = 'kwaivgi/kling-v2.1', callbackUrl: string | null = null) => ({ jobId: 'job_1', model, input: { prompt: 'a red fox', duration: 5 }, callbackUrl })
+const req = (model = 'google/veo-3-fast', callbackUrl: string | null = null) => ({ jobId: 'job_1', model, input: { prompt: 'a red fox', duration: 5 }, callbackUrl })
 
 async function callbackOf (id: string, opts: Parameters<ReplicateStub['deliver']>[1] = {}) {
   const n = sink.received.length
@@ -24,12 +24,12 @@ async function callbackOf (id: string, opts: Parameters<ReplicateStub['deliver']
 
 t.test('submit on a model posts to /v1/models/{owner}/{name}/predictions with Bearer auth, input, webhook and the completed filter', async (t) => {
   const cb = 'https://svc.example/v1/providers/replicate/callback'
-  const h = await adapter().submit(req('kwaivgi/kling-v2.1', cb))
+  const h = await adapter().submit(req('google/veo-3-fast', cb))
   const sent = rep.requests.filter(r => r.route === 'submit').at(-1)!
-  t.equal(sent.path, '/v1/models/kwaivgi/kling-v2.1/predictions')
+  t.equal(sent.path, '/v1/models/google/veo-3-fast/predictions')
   t.equal(sent.authorization, `Bearer ${rep.token}`)
   t.same(JSON.parse(sent.body), { input: { prompt: 'a red fox', duration: 5 }, webhook: cb, webhook_events_filter: ['completed'] })
-  t.equal(h.model, 'kwaivgi/kling-v2.1')
+  t.equal(h.model, 'google/veo-3-fast')
   t.ok(rep.jobs.has(h.id))
   await adapter().submit(req())
   t.same(JSON.parse(rep.requests.filter(r => r.route === 'submit').at(-1)!.body), { input: { prompt: 'a red fox', duration: 5 } }, 'no callback URL: no webhook fields')
@@ -40,7 +40,8 @@ t.test('a model with ":" or a 64-hex id is a version: POST /v1/predictions with 
   t.equal(versionOf(hex), hex)
   t.equal(versionOf('owner/name:abc123'), 'abc123')
   t.equal(versionOf('owner/name'), null)
-  await adapter().submit(req(`stability-ai/sdxl:${hex}`))
+  rep.versions.set(hex, 'google/veo-3-fast') // a version the stub knows (an unknown one is a 422)
+  await adapter().submit(req(`google/veo-3-fast:${hex}`))
   let sent = rep.requests.filter(r => r.route === 'submit').at(-1)!
   t.equal(sent.path, '/v1/predictions')
   t.equal(JSON.parse(sent.body).version, hex)
@@ -64,7 +65,7 @@ t.test('status: starting -> processing (progress from logs) -> succeeded; output
   t.equal(res.headers.get('content-type'), 'video/mp4')
   await res.arrayBuffer()
   rep.plan({ steps: [], media: 'png' })
-  const img = await a.status(await a.submit(req('black-forest-labs/flux-schnell')))
+  const img = await a.status(await a.submit(req('xai/grok-imagine-image')))
   t.match((img as any).outputs[0], /\.png$/, 'array output')
   t.same(replicateOutputs(['https://x/1.png', 'https://x/2.png']), ['https://x/1.png', 'https://x/2.png'])
   t.same(replicateOutputs({ video: 'https://x/v.mp4', audio: 'https://x/a.mp3' }), ['https://x/v.mp4', 'https://x/a.mp3'])
@@ -148,7 +149,7 @@ t.test('error mapping: 429 Retry-After and 5xx and timeouts indefinite; 401, 404
 t.test('callbacks: the webhook on completion verifies (Standard Webhooks) and carries the state', async (t) => {
   const a = adapter()
   rep.plan({ steps: [], media: 'mp4' })
-  const h = await a.submit(req('kwaivgi/kling-v2.1', sink.url()))
+  const h = await a.submit(req('google/veo-3-fast', sink.url()))
   await a.status(h) // ends the job: the stub sends the webhook
   await rep.waitFor(() => rep.callbacks.some(c => c.jobId === h.id), 5000, 'webhook')
   const raw = sink.received.at(-1)!.raw
@@ -156,7 +157,7 @@ t.test('callbacks: the webhook on completion verifies (Standard Webhooks) and ca
   const v = await a.verifyCallback(raw)
   t.same(v, { ok: true, upstreamId: h.id, state: { state: 'succeeded', outputs: rep.jobs.get(h.id)!.outputs } })
   rep.plan({ steps: [], outcome: 'content_policy', callback: false })
-  const h2 = await a.submit(req('x/y', sink.url()))
+  const h2 = await a.submit(req('google/veo-3-fast', sink.url()))
   rep.finish(h2.id)
   const v2 = await a.verifyCallback(await callbackOf(h2.id))
   t.equal((v2 as any).state.contentPolicy, true)
@@ -165,7 +166,7 @@ t.test('callbacks: the webhook on completion verifies (Standard Webhooks) and ca
 t.test('callbacks: tampered body, stale/future timestamp, wrong secret, missing headers, no configured secret are refused', async (t) => {
   const a = adapter()
   rep.plan({ steps: [], callback: false })
-  const h = await a.submit(req('x/y', sink.url()))
+  const h = await a.submit(req('google/veo-3-fast', sink.url()))
   rep.finish(h.id)
   const good = await callbackOf(h.id)
   t.equal((await a.verifyCallback(good)).ok, true)
@@ -221,4 +222,27 @@ t.test('Standard Webhooks published test vector: the adapter verifies it, the st
   const now = Math.floor(Date.now() / 1000)
   const sig = stub.signCallback({ id: 'x1' } as any, pred, now, false)
   t.same(await a.verifyCallback({ headers: sig, query: '', body: Buffer.from(pred) }), { ok: true, upstreamId: 'p1', state: { state: 'succeeded', outputs: ['https://r/x.png'] } })
+})
+
+t.test('strict stub: a model without a schema is a 404; an input the schema refuses is a 422 with invalid_fields; an unknown version is a 422', async (t) => {
+  const a = adapter()
+  const e404 = await a.submit(req('nobody/no-schema')).catch(e => e)
+  t.type(e404, UpstreamRefused)
+  t.equal(e404.httpStatus, 404)
+  const n = rep.jobs.size
+  // veo-3.1 takes duration 4/6/8 and resolution 720p/1080p.
+  const res = await fetch(`${rep.url}/v1/models/google/veo-3.1/predictions`, {
+    method: 'POST', headers: { authorization: `Bearer ${rep.token}`, 'content-type': 'application/json' }, body: JSON.stringify({ input: { prompt: 'p', duration: 15, resolution: '4k' } }),
+  })
+  t.equal(res.status, 422)
+  const body = await res.json() as { invalid_fields: Array<{ type: string; field: string }>; detail: string }
+  t.same(body.invalid_fields.map(f => [f.field, f.type]).sort(), [['input.duration', 'enum'], ['input.resolution', 'enum']])
+  t.match(body.detail, /- input\.duration: /)
+  const e422 = await a.submit({ jobId: 'j', model: 'google/veo-3.1', input: { duration: 8 }, callbackUrl: null }).catch(e => e)
+  t.type(e422, UpstreamRefused, 'prompt is required')
+  t.equal(e422.httpStatus, 422)
+  t.equal(rep.jobs.size, n, 'no prediction was made for a refused input')
+  t.equal((await a.submit(req(`${'b'.repeat(64)}`)).catch(e => e)).httpStatus, 422, 'a version the stub does not know')
+  const ok = await a.submit({ jobId: 'j', model: 'google/veo-3.1', input: { prompt: 'p', duration: 8, resolution: '1080p' }, callbackUrl: null })
+  t.ok(rep.jobs.get(ok.id))
 })

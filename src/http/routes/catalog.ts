@@ -4,7 +4,8 @@
  * by identity with a strong ETag, so the front end serialises them once and answers
  * If-None-Match with 304.
  */
-import { MODELS_ETAG, modelsResponse, PRICING_ETAG, pricingResponse } from '../../catalog/index.js'
+import { PRICING_ETAG, pricingResponse } from '../../catalog/index.js'
+import { servedModels } from '../../providers/served-catalog.js'
 import { ModelsResponse, PricingResponse } from '../../catalog/schemas.js'
 import type { Route } from '../route.js'
 
@@ -20,8 +21,11 @@ export const routes: Route[] = [
     tag: 'Discovery',
     schema: { response: { 200: ModelsResponse } },
     // A fresh Reply each time (the front end may add headers); the body is always the same object.
-    handler: () => ({ body: modelsResponse, etag: MODELS_ETAG, headers: { 'Cache-Control': CACHE_CONTROL } }),
-    constant: { body: modelsResponse, etag: MODELS_ETAG, headers: { 'Cache-Control': CACHE_CONTROL } },
+    // With PROVIDERS_FILE it lists only the option values some route serves
+    // (src/providers/served-catalog.ts, set when this thread loaded its routes, before the
+    // server reads `constant`).
+    handler: () => { const m = servedModels(); return { body: m.body, etag: m.etag, headers: { 'Cache-Control': CACHE_CONTROL } } },
+    get constant () { const m = servedModels(); return { body: m.body, etag: m.etag, headers: { 'Cache-Control': CACHE_CONTROL } } },
   },
   {
     method: 'GET',

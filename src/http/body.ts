@@ -82,6 +82,9 @@ export class RequestBody {
       highWaterMark: 256 * 1024,
       read: () => { if (this.paused) this.resume() },
     })
+    // Ended with an error when the request is answered or aborted early: a consumer that never
+    // listened for errors must not turn that into an uncaught exception.
+    r.on('error', () => {})
     this.readable = r
     return r
   }

@@ -86,3 +86,14 @@ t.test('isAllowlistedHost matches host or host:port with the default port filled
   t.notOk(isAllowlistedHost(u('http://localhost/x'), []))
   t.notOk(isAllowlistedHost(u('http://localhost/x'), undefined))
 })
+
+t.test('maskUrlPassword: the userinfo password becomes ****; everything else is kept as given', async (t) => {
+  const { maskUrlPassword } = await import('../../src/catalog/url.js')
+  t.equal(maskUrlPassword('https://ops:s3cr3t@hooks.example.com/in?x=1'), 'https://ops:****@hooks.example.com/in?x=1')
+  t.equal(maskUrlPassword('https://ops:p@ss@hooks.example.com/in'), 'https://ops:****@hooks.example.com/in', 'the last @ of the authority ends the userinfo')
+  t.equal(maskUrlPassword('https://user@hooks.example.com/'), 'https://user@hooks.example.com/', 'no password')
+  t.equal(maskUrlPassword('https://hooks.example.com/a@b:c'), 'https://hooks.example.com/a@b:c', 'an @ in the path is not userinfo')
+  t.equal(maskUrlPassword('https://hooks.example.com:8443/x'), 'https://hooks.example.com:8443/x', 'a port is not a password')
+  t.equal(maskUrlPassword('https://:only@h.example/'), 'https://:****@h.example/')
+  t.equal(maskUrlPassword('not a url'), 'not a url')
+})

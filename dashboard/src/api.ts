@@ -71,7 +71,8 @@ export async function upload (file: File, kind: 'image' | 'audio' | 'video'): Pr
  * Follows one job over SSE (a ticket from POST /v1/sse/tickets, since EventSource cannot send
  * the session header): `onStatus` for each status event, `onDone` at the end. Returns a stop function.
  */
-export function watchJob (id: string, onStatus: (d: { status: string; progress: number; result_url?: string | null; error_message?: string | null }) => void, onDone: (status: string) => void): () => void {
+export interface StatusEvent { status: string; progress: number; result_url?: string | null; error_message?: string | null }
+export function watchJob (id: string, onStatus: (d: StatusEvent) => void, onDone: (status: string) => void): () => void {
   let es: EventSource | null = null
   let stopped = false
   call<{ ticket: string }>('POST', '/v1/sse/tickets', { jobId: id }).then(({ ticket }) => {

@@ -8,12 +8,17 @@ interface Account {
 }
 interface List<T> { data: T[]; total: number; limit: number; offset: number }
 interface AdminJob {
-  job: { id: string; status: string; type: string; model: string; prompt: string | null; credits_charged: number; credits_refunded: number; error_message: string | null; created_at: string }
+  job: {
+    id: string; status: string; type: string; model: string; prompt: string | null; credits_charged: number; credits_refunded: number
+    error_message: string | null; created_at: string
+  }
   account_id: number; provider: string; route: string | null; upstream: Record<string, unknown> | null; submitted_at: string | null
   deadline_at: string; owner: string | null
   upstream_events: Array<{ at: string; source: string; route: string | null; state: string; detail: unknown }>
 }
-interface RouteState { model: string; route: string; provider: string; upstream_model: string; breaker: string; in_flight: number; queued: number; max_concurrent: number | null }
+interface RouteState {
+  model: string; route: string; provider: string; upstream_model: string; breaker: string; in_flight: number; queued: number; max_concurrent: number | null
+}
 interface Failing {
   id: string; account_id: number; webhook_id: number | null; job_id: string | null; event: string; url: string; status: string; attempts: number
   last_status_code: number | null; last_error: string | null; next_attempt_at: string | null; created_at: string

@@ -3,7 +3,10 @@ import { call, errorText, fmtDate } from '../api.js'
 import { Card, ErrorLine, Pager, SecretOnce } from '../ui.js'
 
 interface Hook { id: number; url: string; events: string[]; active: boolean; created_at: string }
-interface Attempt { attempt: number; attempted_at: string; status_code: number | null; latency_ms: number | null; error: string | null; response_excerpt: string | null; manual: boolean }
+interface Attempt {
+  attempt: number; attempted_at: string; status_code: number | null; latency_ms: number | null; error: string | null
+  response_excerpt: string | null; manual: boolean
+}
 interface Delivery {
   id: string; event: string; job_id: string | null; status: string; attempts: number; last_status_code: number | null; last_error: string | null
   last_latency_ms: number | null; next_attempt_at: string | null; created_at: string; delivered_at: string | null

@@ -200,7 +200,7 @@ export function CreateJob ({ onCreated }: { onCreated: (job: { id: string }) => 
         </div>
         {model?.note && <p class="muted">{model.note}</p>}
         {media_.length > 0 && (
-          <fieldset class="media">
+          <fieldset class="media-fields">
             <legend>Media inputs</legend>
             {media_.map(f => (
               <MediaInput f={f} urls={media[f.field] ?? []} setBusy={setUploading}
@@ -210,7 +210,7 @@ export function CreateJob ({ onCreated }: { onCreated: (job: { id: string }) => 
           </fieldset>
         )}
         {takesAssets && (
-          <fieldset class="media">
+          <fieldset class="media-fields">
             <legend>Assets (a voice, and a character or reference images)</legend>
             {assets && assets.length === 0 && <p class="muted small">No assets on this account yet.</p>}
             <div class="row wrap">

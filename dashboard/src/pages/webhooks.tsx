@@ -21,13 +21,13 @@ interface List<T> { data: T[]; total: number; limit: number; offset: number }
 
 function Result ({ r, what }: { r: SendResult; what: string }) {
   return (
-    <div class={`result ${r.delivered ? 'ok' : 'bad'}`} role="status" data-testid="send-result" data-delivered={String(r.delivered)}>
+    <div class={`result ${r.delivered ? 'ok' : 'bad'}`} role="status" data-testid="send-result" data-delivered={String(r.delivered)} data-delivery={r.delivery_id}>
       <strong>{what}: {r.delivered ? 'delivered' : 'not delivered'}</strong>
       {' '}· answer <span data-testid="result-code">{r.status_code ?? 'none'}</span>
       {r.latency_ms !== null && <> · {r.latency_ms} ms</>}
       {' '}· delivery now <span class={`pill ${r.status}`}>{r.status}</span>
       {r.error && <div class="error small">{r.error}</div>}
-      {r.response_excerpt && <pre class="code small" aria-label="Response excerpt">{r.response_excerpt}</pre>}
+      {r.response_excerpt && <pre class="code small" aria-label="Response excerpt" tabIndex={0}>{r.response_excerpt}</pre>}
     </div>
   )
 }
@@ -78,7 +78,7 @@ function Deliveries ({ hook, reloadKey, onSent }: { hook: Hook; reloadKey?: numb
             open === d.id
               ? <tr><td colSpan={8}>
                 <div class="two">
-                  <div><h3>Request body</h3><pre class="code small">{JSON.stringify(d.request_body, null, 2)}</pre></div>
+                  <div><h3>Request body</h3><pre class="code small" tabIndex={0} aria-label={`Request body of ${d.id}`}>{JSON.stringify(d.request_body, null, 2)}</pre></div>
                   <div><h3>Attempts</h3>
                     <table><thead><tr><th>#</th><th>At</th><th>Answer</th><th class="num">ms</th><th>Response</th></tr></thead>
                       <tbody>{d.attempts_history.map(a => (

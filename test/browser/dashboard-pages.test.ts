@@ -178,6 +178,13 @@ if (!CHROMIUM) {
   })
 
   t.test('webhook endpoint page: test event, redeliver a failed delivery, rotate the secret', async t => {
+    // The snippets' jobs may still be running: their events must not take the receiver's scripted 500.
+    for (const until = Date.now() + 30000; ;) {
+      const running = await Promise.all(['queued', 'submitted', 'processing'].map(st => s.req('GET', `/v1/jobs?status=${st}&limit=1`, { key: u.key })))
+      if (running.every(r => r.body.total === 0)) break
+      if (Date.now() > until) throw new Error('jobs still running')
+      await new Promise(resolve => setTimeout(resolve, 50))
+    }
     const secret = 'dashboard-hook-secret-01'
     rx.route('/endpoint', secret, [500])
     const hook = (await s.req('POST', '/v1/webhooks', { key: u.key, body: { url: rx.url('/endpoint'), events: ['job.completed'], secret } })).body

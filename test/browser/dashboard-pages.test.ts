@@ -5,7 +5,8 @@
 // test event to a local receiver, redelivers a failed delivery and rotates the secret; the
 // operator console granting credits and finding a job's upstream history. Every page passes an
 // axe-core check (no serious or critical violation) at 1280 px, and the job page on a phone
-// width. Screenshots go to docs/ (README "Dashboard").
+// width. Screenshots go to test-output/dashboard-pages/, or with DASHBOARD_SHOTS=docs to docs/
+// (the README's "Dashboard" pictures: `DASHBOARD_SHOTS=docs node scripts/test.mjs test/browser/dashboard-pages.test.ts`).
 import { execFile } from 'node:child_process'
 import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:net'
@@ -55,7 +56,8 @@ if (!CHROMIUM) {
     // Retries 100 times later than the schedule: a failed delivery stays failed (5 s -> 500 s) while the page redelivers it.
     WEBHOOK_RETRY_SCALE: '100',
   })
-  await mkdir('docs', { recursive: true })
+  const OUT = process.env.DASHBOARD_SHOTS === 'docs' ? 'docs' : 'test-output/dashboard-pages'
+  await mkdir(OUT, { recursive: true })
   const u = await createUser(s, { credits: 100 })
   const bought = await s.req('POST', `/v1/admin/accounts/${u.id}/purchases`, { admin: true, body: { credits: 2000 } })
   if (bought.status !== 201) throw new Error(`purchase: ${bought.text}`)
@@ -67,7 +69,7 @@ if (!CHROMIUM) {
   page.on('dialog', d => { void d.accept() })
   const errors: string[] = []
   page.on('pageerror', e => errors.push(String(e)))
-  const shot = (name: string) => page.screenshot({ path: `docs/${name}.png`, fullPage: true })
+  const shot = (name: string) => page.screenshot({ path: `${OUT}/${name}.png`, fullPage: true })
   const a11y = async (t: { same: (a: unknown, b: unknown, m: string) => void }, what: string) => { t.same(await seriousViolations(page), [], `${what}: axe-core finds no serious violation`) }
 
   // Logged in as the user (the login page itself is covered by test/browser/dashboard.test.ts).

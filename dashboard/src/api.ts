@@ -52,3 +52,45 @@ export function fmtDate (iso: string | null | undefined): string {
   const d = new Date(iso)
   return d.toISOString().replace('T', ' ').slice(0, 19) + 'Z'
 }
+
+/** POST /v1/uploads (SPEC.md 4.14): a local file becomes a URL usable in any generation input. */
+export async function upload (file: File, kind: 'image' | 'audio' | 'video'): Promise<{ url: string; kind: string; size: number }> {
+  const form = new FormData()
+  form.append('kind', kind)
+  form.append('file', file, file.name)
+  const headers: Record<string, string> = { Accept: 'application/json' }
+  const token = session.get()
+  if (token) headers.Authorization = `Bearer ${token}`
+  const r = await fetch('/v1/uploads', { method: 'POST', headers, body: form })
+  const data = await r.json().catch(() => null)
+  if (!r.ok) throw new ApiFailure(r.status, data?.code ?? `HTTP_${r.status}`, data?.message ?? r.statusText, data)
+  return data
+}
+
+/**
+ * Follows one job over SSE (a ticket from POST /v1/sse/tickets, since EventSource cannot send
+ * the session header): `onStatus` for each status event, `onDone` at the end. Returns a stop function.
+ */
+export interface StatusEvent { status: string; progress: number; result_url?: string | null; error_message?: string | null }
+export function watchJob (id: string, onStatus: (d: StatusEvent) => void, onDone: (status: string) => void): () => void {
+  let es: EventSource | null = null
+  let stopped = false
+  call<{ ticket: string }>('POST', '/v1/sse/tickets', { jobId: id }).then(({ ticket }) => {
+    if (stopped) return
+    es = new EventSource(`/v1/sse/jobs/${encodeURIComponent(id)}?ticket=${encodeURIComponent(ticket)}`)
+    es.addEventListener('status', (ev) => onStatus(JSON.parse((ev as MessageEvent).data)))
+    es.addEventListener('done', (ev) => { es?.close(); onDone(JSON.parse((ev as MessageEvent).data).status) })
+  }, () => {})
+  return () => { stopped = true; es?.close() }
+}
+
+/** Copies text; falls back to a hidden textarea where the Clipboard API is not allowed. */
+export async function copyText (text: string): Promise<void> {
+  try { await navigator.clipboard.writeText(text); return } catch {}
+  const el = document.createElement('textarea')
+  el.value = text
+  document.body.appendChild(el)
+  el.select()
+  document.execCommand?.('copy')
+  el.remove()
+}

@@ -5,7 +5,8 @@ import { AuthPage } from './pages/auth.js'
 import { OverviewPage } from './pages/overview.js'
 import { JobsPage } from './pages/jobs.js'
 import { KeysPage } from './pages/keys.js'
-import { WebhooksPage } from './pages/webhooks.js'
+import { WebhookPage, WebhooksPage } from './pages/webhooks.js'
+import { JobPage } from './pages/job.js'
 import { OperatorPage } from './pages/operator.js'
 import 'uplot/dist/uPlot.min.css'
 import './style.css'
@@ -41,29 +42,32 @@ function App () {
 
   if (page === 'operator') return <Shell page={page} email={null} onLogout={null}><OperatorPage /></Shell>
   if (!token) return <Shell page={page} email={null} onLogout={null}><AuthPage onLogin={(t) => { session.set(t); setToken(t) }} /></Shell>
-  const P = PAGES.find(p => p.id === page) ?? PAGES[0]
+  // Pages of one thing: #/jobs/<job id>, #/webhooks/<webhook id>.
+  const [section, sub] = page.split('/', 2)
+  const P = PAGES.find(p => p.id === section) ?? PAGES[0]
   const View = P.view
-  return (
-    <Shell page={P.id} email={me?.email ?? null} onLogout={() => { session.clear(); setToken(null) }}>
-      <View />
-    </Shell>
-  )
+  const logout = () => { session.clear(); setToken(null) }
+  let body = <View />
+  if (sub && P.id === 'jobs') body = <JobPage id={decodeURIComponent(sub)} />
+  else if (sub && P.id === 'webhooks' && /^\d+$/.test(sub)) body = <WebhookPage id={Number(sub)} />
+  return <Shell page={P.id} email={me?.email ?? null} onLogout={logout}>{body}</Shell>
 }
 
 function Shell ({ page, email, onLogout, children }: { page: string; email: string | null; onLogout: (() => void) | null; children: any }) {
   return (
     <div class="shell">
-      <nav>
+      <a class="skip" href="#main">Skip to content</a>
+      <nav aria-label="Dashboard">
         <span class="brand">genjobs</span>
-        {onLogout && PAGES.map(p => <a href={`#/${p.id}`} class={p.id === page ? 'active' : ''}>{p.title}</a>)}
-        <a href="#/operator" class={page === 'operator' ? 'active' : ''}>Operator</a>
+        {onLogout && PAGES.map(p => <a href={`#/${p.id}`} class={p.id === page ? 'active' : ''} aria-current={p.id === page ? 'page' : undefined}>{p.title}</a>)}
+        <a href="#/operator" class={page === 'operator' ? 'active' : ''} aria-current={page === 'operator' ? 'page' : undefined}>Operator</a>
         <span class="grow" />
         <a href="/v1/docs" target="_blank" rel="noreferrer">API reference</a>
         {email && <span class="muted" data-testid="whoami">{email}</span>}
         {onLogout && <button type="button" class="secondary" onClick={onLogout}>Log out</button>}
         {!onLogout && page === 'operator' && <a href="#/overview">Back to the dashboard</a>}
       </nav>
-      <main>{children}</main>
+      <main id="main" tabIndex={-1}>{children}</main>
     </div>
   )
 }

@@ -317,13 +317,15 @@ export async function saveProgress (sql: Q, rows: Array<{ id: string; progress: 
       AND status IN ('queued', 'submitted', 'processing') FOR UPDATE SKIP LOCKED)`
 }
 
-export interface JobFilter { status?: string; model?: string; type?: string; limit: number; offset: number }
+/** GET /v1/jobs filters; `q` matches part of the prompt (case-insensitive) or a whole job id. */
+export interface JobFilter { status?: string; model?: string; type?: string; q?: string; limit: number; offset: number }
 
 export async function listJobs (sql: Q, accountId: number, f: JobFilter): Promise<{ rows: JobRow[]; total: number }> {
   const where = sql`account_id = ${accountId}
     ${f.status ? sql`AND status = ${f.status}` : sql``}
     ${f.model ? sql`AND model = ${f.model}` : sql``}
-    ${f.type ? sql`AND type = ${f.type}` : sql``}`
+    ${f.type ? sql`AND type = ${f.type}` : sql``}
+    ${f.q ? sql`AND (prompt ILIKE ${'%' + f.q.replace(/[\\%_]/g, m => '\\' + m) + '%'} OR id = ${f.q})` : sql``}`
   const [rows, [{ total }]] = await Promise.all([
     sql<JobRow[]>`SELECT * FROM jobs WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT ${f.limit} OFFSET ${f.offset}`,
     sql<{ total: number }[]>`SELECT count(*)::int AS total FROM jobs WHERE ${where}`,
@@ -378,3 +380,8 @@ export async function activeJobsByStatus (sql: Q): Promise<Array<{ status: strin
   return sql<{ status: string; n: number }[]>`SELECT status, count(*)::int AS n FROM jobs WHERE status IN ('queued', 'submitted', 'processing') GROUP BY status`
 }
 
+
+/** A job's credit entries (charge, refund), oldest first: its page's timeline. */
+export async function jobCreditEntries (sql: Q, accountId: number, jobId: string): Promise<Array<{ kind: string; delta: number; created_at: Date }>> {
+  return sql`SELECT kind, delta, created_at FROM credit_entries WHERE account_id = ${accountId} AND job_id = ${jobId} ORDER BY id`
+}

@@ -72,9 +72,11 @@ export interface DeliveryView {
   id: string
   event: string
   event_id: string
-  job_id: string
+  job_id: string | null
   status: string
   attempts: number
+  /** The signed body, byte for byte as sent. */
+  body: string
   last_status_code: number | null
   last_error: string | null
   last_latency_ms: number | null
@@ -90,6 +92,8 @@ export interface AttemptView {
   status_code: number | null
   latency_ms: number | null
   error: string | null
+  response_excerpt: string | null
+  manual: boolean
 }
 
 /** One webhook's deliveries, newest first, with every attempt of each (at most MAX_ATTEMPTS). */
@@ -99,7 +103,7 @@ export async function listDeliveries (sql: Q, webhookId: number, o: {
   const status = o.status ?? null
   const [rows, [{ n }]] = await Promise.all([
     sql<DeliveryView[]>`
-      SELECT id, event, event_id, job_id, status, attempts, last_status_code, last_error, last_latency_ms,
+      SELECT id, event, event_id, job_id, status, attempts, body, last_status_code, last_error, last_latency_ms,
         next_attempt_at, created_at, delivered_at
       FROM webhook_deliveries
       WHERE webhook_id = ${webhookId} AND (${status}::text IS NULL OR status = ${status})
@@ -111,9 +115,169 @@ export async function listDeliveries (sql: Q, webhookId: number, o: {
   const attempts = ids.length === 0
     ? []
     : await sql<AttemptView[]>`
-      SELECT delivery_id, attempt, attempted_at, status_code, latency_ms, error FROM webhook_attempts
+      SELECT delivery_id, attempt, attempted_at, status_code, latency_ms, error, response_excerpt, manual FROM webhook_attempts
       WHERE delivery_id = ANY(${ids}::text[]) ORDER BY delivery_id, attempt, id`
   return { rows, attempts, total: n }
+}
+
+// ---- Manual sends: test events, redelivery, secret rotation (docs/webhook-tools.md) ---------
+
+/**
+ * A new signing secret for a webhook. Deliveries still pending take it too (same transaction),
+ * so a receiver that switched to the new secret verifies their retries; answered ones keep
+ * the secret they were signed with. Undefined when no undeleted webhook of the account has that id.
+ */
+export async function rotateWebhookSecret (sql: Sql, accountId: number, id: number, secret: string): Promise<WebhookRow | undefined> {
+  return sql.begin(async (tx) => {
+    const [row] = await tx<WebhookRow[]>`
+      UPDATE webhooks SET secret = ${secret} WHERE id = ${id} AND account_id = ${accountId} AND deleted_at IS NULL RETURNING *`
+    if (!row) return undefined
+    await tx`UPDATE webhook_deliveries SET secret = ${secret} WHERE webhook_id = ${id} AND status = 'pending'`
+    return row
+  }) as Promise<WebhookRow | undefined>
+}
+
+/** A delivery a manual send works on (the columns the signer needs and its state before). */
+export interface ManualDelivery {
+  id: string
+  event: string
+  event_id: string
+  webhook_id: number
+  job_id: string | null
+  url: string
+  secret: string
+  body: string
+  status: 'pending' | 'delivered' | 'failed' | 'disabled'
+  attempts: number
+}
+
+/**
+ * Writes a `webhook.test` delivery already claimed for `leaseSeconds`: the API sends it at once
+ * (sendNow) and records the answer; the pool only takes it if that never happens (the process
+ * died mid-send), like any lapsed claim.
+ */
+export async function insertTestDelivery (sql: Q, d: {
+  id: string; eventId: string; accountId: number; webhookId: number; url: string; secret: string; body: string; leaseSeconds: number
+}): Promise<ManualDelivery> {
+  const [row] = await sql<ManualDelivery[]>`
+    INSERT INTO webhook_deliveries (id, event_id, account_id, webhook_id, job_id, event, url, secret, body, claimed_until)
+    VALUES (${d.id}, ${d.eventId}, ${d.accountId}, ${d.webhookId}, NULL, 'webhook.test', ${d.url}, ${d.secret}, ${d.body},
+      now() + make_interval(secs => ${d.leaseSeconds}::float8))
+    RETURNING id, event, event_id, webhook_id::int AS webhook_id, job_id, url, secret, body, status, attempts`
+  return row
+}
+
+/**
+ * Claims one delivery of a webhook for a manual redelivery. A pending row the pool holds right
+ * now (its claim has not lapsed) is `busy`: sending it here too would race the attempt in
+ * flight. Rows in any other state are taken whatever their stale claim says. The URL is the
+ * webhook's current one (it may have been fixed since), the body the same signed bytes.
+ */
+export async function claimForRedelivery (sql: Q, webhookId: number, deliveryId: string, leaseSeconds: number): Promise<ManualDelivery | 'busy' | undefined> {
+  const [row] = await sql<Array<ManualDelivery & { taken: boolean }>>`
+    WITH cur AS (
+      SELECT d.id FROM webhook_deliveries d WHERE d.id = ${deliveryId} AND d.webhook_id = ${webhookId} FOR UPDATE
+    ), taken AS (
+      UPDATE webhook_deliveries d SET claimed_until = now() + make_interval(secs => ${leaseSeconds}::float8)
+      FROM cur WHERE d.id = cur.id AND (d.status <> 'pending' OR d.claimed_until IS NULL OR d.claimed_until < now())
+      RETURNING d.id
+    )
+    SELECT d.id, d.event, d.event_id, d.webhook_id::int AS webhook_id, d.job_id, w.url, w.secret, d.body, d.status, d.attempts,
+      EXISTS (SELECT 1 FROM taken) AS taken
+    FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE d.id = (SELECT id FROM cur)`
+  if (!row) return undefined
+  if (!row.taken) return 'busy'
+  const { taken: _, ...d } = row
+  return d
+}
+
+/** One manual attempt's result and the delivery's state after it (decided by the caller). */
+export interface ManualAttempt {
+  deliveryId: string
+  webhookId: number
+  attempt: number
+  attemptedAt: Date
+  statusCode: number | null
+  latencyMs: number | null
+  error: string | null
+  excerpt: string | null
+  status: 'pending' | 'delivered' | 'failed' | 'disabled'
+  /** When pending: the next automatic attempt is due this many ms from now. */
+  delayMs: number | null
+  /** A 410: deactivate the webhook with this reason (as the pool does). */
+  disableWebhook: string | null
+}
+
+/** Records a manual attempt (flagged `manual`) and the delivery's new state, releasing the claim. */
+export async function recordManualAttempt (sql: Sql, a: ManualAttempt): Promise<void> {
+  const clean = (v: string | null) => v === null ? null : v.replace(/\0/g, '')
+  await sql.begin(async (tx) => {
+    await tx`
+      INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, status_code, latency_ms, error, response_excerpt, manual)
+      VALUES (${a.deliveryId}, ${a.attempt}, ${a.attemptedAt}, ${a.statusCode}, ${a.latencyMs}, ${clean(a.error)}, ${clean(a.excerpt)}, true)`
+    await tx`
+      UPDATE webhook_deliveries SET
+        attempts = greatest(attempts, ${a.attempt}), status = ${a.status}, claimed_until = NULL,
+        last_status_code = ${a.statusCode}, last_latency_ms = ${a.latencyMs}, last_error = ${clean(a.error)},
+        next_attempt_at = CASE WHEN ${a.status}::text = 'pending'
+          THEN clock_timestamp() + make_interval(secs => ${(a.delayMs ?? 0) / 1000}::float8) ELSE next_attempt_at END,
+        delivered_at = CASE WHEN ${a.status}::text = 'delivered'
+          THEN coalesce(delivered_at, ${new Date(a.attemptedAt.getTime() + (a.latencyMs ?? 0))}::timestamptz) ELSE delivered_at END
+      WHERE id = ${a.deliveryId}`
+    if (a.disableWebhook !== null) {
+      await tx`UPDATE webhooks SET active = false, disabled_reason = ${a.disableWebhook} WHERE id = ${a.webhookId} AND active`
+      await tx`
+        UPDATE webhook_deliveries SET status = 'disabled', claimed_until = NULL, last_error = ${'webhook disabled: ' + a.disableWebhook}
+        WHERE webhook_id = ${a.webhookId} AND status = 'pending' AND id <> ${a.deliveryId}`
+    }
+  })
+}
+
+/** A delivery that keeps failing, for the operator (GET /v1/admin/deliveries). */
+export interface FailingDelivery {
+  id: string
+  account_id: number
+  webhook_id: number | null
+  job_id: string | null
+  event: string
+  url: string
+  status: string
+  attempts: number
+  last_status_code: number | null
+  last_error: string | null
+  next_attempt_at: Date
+  created_at: Date
+}
+
+/**
+ * Deliveries of every account that failed for good (`failed`) or are being retried after at
+ * least one failed attempt (`retrying`), newest first; `both` for either.
+ */
+export async function listFailingDeliveries (sql: Q, o: { which: 'failed' | 'retrying' | 'both'; limit: number; offset: number }): Promise<{ rows: FailingDelivery[]; total: number }> {
+  const where = o.which === 'failed'
+    ? sql`status = 'failed'`
+    : o.which === 'retrying' ? sql`status = 'pending' AND attempts > 0` : sql`(status = 'failed' OR (status = 'pending' AND attempts > 0))`
+  const [rows, [{ n }]] = await Promise.all([
+    sql<FailingDelivery[]>`
+      SELECT id, account_id::int AS account_id, webhook_id::int AS webhook_id, job_id, event, url, status, attempts,
+        last_status_code, last_error, next_attempt_at, created_at
+      FROM webhook_deliveries WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT ${o.limit} OFFSET ${o.offset}`,
+    sql<{ n: number }[]>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE ${where}`,
+  ])
+  return { rows, total: n }
+}
+
+/** One delivery of a job, as its timeline shows it. */
+export interface JobDelivery {
+  id: string; event: string; webhook_id: number | null; status: string; attempts: number
+  created_at: Date; delivered_at: Date | null; last_status_code: number | null
+}
+
+/** A job's deliveries (its timeline on the job page), oldest first. */
+export async function jobDeliveries (sql: Q, jobId: string): Promise<JobDelivery[]> {
+  return sql`
+    SELECT id, event, webhook_id::int AS webhook_id, status, attempts, created_at, delivered_at, last_status_code
+    FROM webhook_deliveries WHERE job_id = ${jobId} ORDER BY created_at, id`
 }
 
 // ---- The delivery pool (src/actors/delivery-worker.ts) -----------------------------------
@@ -124,7 +288,7 @@ export interface ClaimedDelivery {
   event_id: string
   account_id: number
   webhook_id: number | null
-  job_id: string
+  job_id: string | null
   event: string
   url: string
   secret: string

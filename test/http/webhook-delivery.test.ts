@@ -117,10 +117,11 @@ t.test('a completed job is delivered to its per-job webhook_url and to a registe
   t.equal(r.body.total, 1)
   const d = r.body.data[0]
   t.same(Object.keys(d).sort(), ['attempts', 'attempts_history', 'created_at', 'delivered_at', 'event', 'event_id', 'id', 'job_id',
-    'last_error', 'last_latency_ms', 'last_status_code', 'next_attempt_at', 'status'])
+    'last_error', 'last_latency_ms', 'last_status_code', 'next_attempt_at', 'request_body', 'status'])
   t.equal(d.id, b.deliveryId, 'the history names the X-Service-Delivery id')
   t.equal(d.event, 'job.completed')
   t.equal(d.event_id, a.json.id)
+  t.same(d.request_body, a.json, 'request_body is the signed body that was sent')
   t.equal(d.job_id, jobId)
   t.equal(d.attempts, 1)
   t.equal(d.last_status_code, 200)
@@ -129,7 +130,7 @@ t.test('a completed job is delivered to its per-job webhook_url and to a registe
   t.equal(d.next_attempt_at, null)
   t.ok(ISO(d.delivered_at) && ISO(d.created_at))
   t.equal(d.attempts_history.length, 1)
-  t.same(Object.keys(d.attempts_history[0]).sort(), ['attempt', 'attempted_at', 'error', 'latency_ms', 'status_code'])
+  t.same(Object.keys(d.attempts_history[0]).sort(), ['attempt', 'attempted_at', 'error', 'latency_ms', 'manual', 'response_excerpt', 'status_code'])
   t.equal(d.attempts_history[0].status_code, 200)
   t.equal(d.attempts_history[0].attempt, 1)
   await sleep(300)

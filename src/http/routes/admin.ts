@@ -3,6 +3,8 @@ import { ApiError } from '../../errors.js'
 import { createAccount, ledgerTotals, updateFlags } from '../../db/accounts.js'
 import { accountExists, insertAsset, listAccounts } from '../../db/admin.js'
 import { countActiveKeys } from '../../db/keys.js'
+import { listFailingDeliveries } from '../../db/webhooks.js'
+import { maskUrlPassword } from '../../catalog/url.js'
 import { nodeRouteStates } from '../../providers/route-states.js'
 import { tierOf } from '../auth.js'
 import type { Route, RouteContext } from '../route.js'
@@ -103,6 +105,26 @@ const ProvidersView = Type.Object({
   providers: Type.Array(RouteView, { description: 'Each route of PROVIDERS_FILE in order (empty: every model on the simulated provider)' }),
 })
 
+const Nullable = <T extends ReturnType<typeof Type.String | typeof Type.Integer>>(t: T) => Type.Union([t, Type.Null()])
+const FailingQuery = Type.Object({
+  status: Type.Optional(Type.Union([Type.Literal('failed'), Type.Literal('retrying'), Type.Literal('both')], { default: 'both', description: 'failed: no attempt left; retrying: pending after at least one failed attempt' })),
+  ...Paging,
+})
+const FailingDelivery = Type.Object({
+  id: Type.String(),
+  account_id: Type.Integer(),
+  webhook_id: Nullable(Type.Integer({ description: 'null for a per-job webhook_url' })),
+  job_id: Nullable(Type.String()),
+  event: Type.String(),
+  url: Type.String({ description: 'A password in the URL is shown as ****' }),
+  status: Type.String(),
+  attempts: Type.Integer(),
+  last_status_code: Nullable(Type.Integer()),
+  last_error: Nullable(Type.String()),
+  next_attempt_at: Nullable(Type.String({ format: 'date-time' })),
+  created_at: Type.String({ format: 'date-time' }),
+})
+
 /** Operator API (DESIGN.md section 7): Authorization: Bearer <ADMIN_TOKEN>. */
 export const routes: Route[] = [
   {
@@ -115,6 +137,37 @@ export const routes: Route[] = [
     async handler (ctx) {
       const s = ctx.services
       return { headers: { 'Cache-Control': 'no-store' }, body: { providers: await nodeRouteStates(s.shards, s.config.providersFile) } }
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/admin/deliveries',
+    auth: 'admin',
+    summary: 'Failing webhook deliveries of every account, newest first: failed for good, or retrying after a failed attempt',
+    tag: 'Operator',
+    schema: { query: FailingQuery, response: { 200: ListOf(FailingDelivery) } },
+    async handler (ctx) {
+      const q = Object.fromEntries(ctx.query) as unknown as Static<typeof FailingQuery>
+      const limit = Number(q.limit ?? 20)
+      const offset = Number(q.offset ?? 0)
+      const { rows, total } = await listFailingDeliveries(ctx.services.sql, { which: q.status ?? 'both', limit, offset })
+      return {
+        headers: { 'Cache-Control': 'no-store' },
+        body: page(rows.map(r => ({
+          id: r.id,
+          account_id: r.account_id,
+          webhook_id: r.webhook_id,
+          job_id: r.job_id,
+          event: r.event,
+          url: maskUrlPassword(r.url),
+          status: r.status,
+          attempts: r.attempts,
+          last_status_code: r.last_status_code,
+          last_error: r.last_error,
+          next_attempt_at: r.status === 'pending' ? r.next_attempt_at.toISOString() : null,
+          created_at: r.created_at.toISOString(),
+        })), total, limit, offset),
+      }
     },
   },
   {

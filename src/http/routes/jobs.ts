@@ -1,7 +1,10 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { ApiError } from '../../errors.js'
 import { Job } from '../../catalog/index.js'
-import { getJob, listJobs } from '../../db/jobs.js'
+import { getJob, jobCreditEntries, listJobs } from '../../db/jobs.js'
+import { jobUpstream } from '../../db/upstream.js'
+import { jobDeliveries } from '../../db/webhooks.js'
+import { jobRequest } from '../../jobs/request.js'
 import { JOB_ID_RE, viewOf, type JobView } from '../../jobs/view.js'
 import type { Route, RouteContext } from '../route.js'
 
@@ -21,8 +24,29 @@ const JobsQuery = Type.Object({
   status: Type.Optional(Type.Union(['queued', 'submitted', 'processing', 'completed', 'failed', 'cancelled'].map(s => Type.Literal(s)))),
   model: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
   type: Type.Optional(Type.Union(['video', 'image', 'extend', 'audio'].map(s => Type.Literal(s)))),
+  q: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Search: part of the prompt (case-insensitive), or a whole job id' })),
   ...Paging,
 })
+
+const TimelineEntry = Type.Object({
+  at: Type.String({ format: 'date-time' }),
+  kind: Type.Union(['created', 'charged', 'submitted', 'upstream', 'completed', 'failed', 'cancelled', 'refunded', 'webhook'].map(s => Type.Literal(s))),
+  message: Type.String(),
+  credits: Type.Union([Type.Integer(), Type.Null()], { description: 'Credits moved by this entry (negative: charged)' }),
+})
+/** GET /v1/jobs/{id}/details: what the dashboard's job page shows. */
+const JobDetails = Type.Object({
+  job: Job,
+  request: Type.Object({
+    method: Type.Literal('POST'),
+    path: Type.String(),
+    body: Type.Record(Type.String(), Type.Unknown(), { description: 'The request body with the defaults the service filled in; webhook_secret is never shown' }),
+  }, { description: 'The creation request that reproduces this job' }),
+  timeline: Type.Array(TimelineEntry, { description: 'Oldest first: creation, charge, provider states (no provider detail), end, refund, webhook deliveries' }),
+})
+
+type Entry = Static<typeof TimelineEntry>
+const STATE_WORDS: Record<string, string> = { queued: 'waiting for capacity', running: 'running', processing: 'processing', succeeded: 'result ready', failed: 'failed upstream', cancelled: 'cancelled upstream' }
 const JobParams = Type.Object({ id: Type.String() })
 
 /**
@@ -57,7 +81,7 @@ export const routes: Route[] = [
       const q = Object.fromEntries(ctx.query) as unknown as Static<typeof JobsQuery>
       const limit = Number(q.limit ?? 20)
       const offset = Number(q.offset ?? 0)
-      const { rows, total } = await listJobs(ctx.services.sql, ctx.caller!.accountId, { status: q.status, model: q.model, type: q.type, limit, offset })
+      const { rows, total } = await listJobs(ctx.services.sql, ctx.caller!.accountId, { status: q.status, model: q.model, type: q.type, q: q.q, limit, offset })
       return { body: page(rows.map(viewOf), total, limit, offset) }
     },
   },
@@ -84,6 +108,50 @@ export const routes: Route[] = [
     },
     // The cache's key is the view's id, so it is the requested id, stored once.
     meterTail: (view) => (view as JobView).id,
+  },
+  {
+    method: 'GET',
+    path: '/v1/jobs/:id/details',
+    auth: 'key',
+    scope: 'read',
+    summary: 'A job with the request that reproduces it and its timeline (the dashboard\'s job page)',
+    tag: 'Jobs',
+    errors: ['JOB_NOT_FOUND'],
+    schema: { params: JobParams, response: { 200: JobDetails } },
+    async handler (ctx) {
+      const view = await ownJob(ctx, ctx.params.id)
+      const sql = ctx.services.sql
+      const [row, credits, up, deliveries] = await Promise.all([
+        getJob(sql, view.id), jobCreditEntries(sql, ctx.caller!.accountId, view.id), jobUpstream(sql, view.id), jobDeliveries(sql, view.id),
+      ])
+      if (!row) throw new ApiError('JOB_NOT_FOUND')
+      const job = viewOf(row)
+      const t: Entry[] = [{ at: row.created_at.toISOString(), kind: 'created', message: `${row.type} job created on ${row.model}`, credits: null }]
+      for (const c of credits) {
+        if (c.kind === 'charge') t.push({ at: c.created_at.toISOString(), kind: 'charged', message: `${-c.delta} credits charged`, credits: c.delta })
+        else if (c.kind === 'refund') t.push({ at: c.created_at.toISOString(), kind: 'refunded', message: `${c.delta} credits refunded`, credits: c.delta })
+      }
+      // Provider states only as words: never the provider, route or upstream text (DESIGN.md 7
+      // keeps those in the operator's view), and one entry per change of state.
+      let last = ''
+      for (const e of up?.events ?? []) {
+        if (e.source === 'refused' || e.source === 'late') continue
+        const word = e.source === 'submit' ? 'accepted by the provider' : e.source === 'stored' ? 'result stored' : e.source === 'store_failed' ? 'storing the result failed' : STATE_WORDS[e.state] ?? e.state
+        if (word === last) continue
+        last = word
+        t.push({ at: new Date(e.at).toISOString(), kind: e.source === 'submit' ? 'submitted' : 'upstream', message: word, credits: null })
+      }
+      if ((up?.events ?? []).length === 0 && up?.submitted_at) t.push({ at: new Date(up.submitted_at).toISOString(), kind: 'submitted', message: 'accepted by the provider', credits: null })
+      if (job.status === 'completed' || job.status === 'failed' || job.status === 'cancelled') {
+        const at = job.completed_at ?? job.updated_at ?? row.updated_at.toISOString()
+        t.push({ at, kind: job.status, message: job.status === 'failed' ? `failed: ${job.error_message ?? 'no reason given'}` : job.status, credits: null })
+      }
+      for (const d of deliveries) {
+        t.push({ at: (d.delivered_at ?? d.created_at).toISOString(), kind: 'webhook', message: `${d.event} ${d.status}${d.webhook_id === null ? ' (per-job webhook_url)' : ` (webhook ${d.webhook_id})`}, ${d.attempts} attempt${d.attempts === 1 ? '' : 's'}${d.last_status_code !== null ? `, last answer ${d.last_status_code}` : ''}`, credits: null })
+      }
+      t.sort((a, b) => a.at < b.at ? -1 : a.at > b.at ? 1 : 0)
+      return { headers: { 'Cache-Control': 'no-store' }, body: { job, request: jobRequest(row.type, row.request), timeline: t } }
+    },
   },
   {
     method: 'DELETE',

@@ -3,8 +3,13 @@ import { Type, type Static } from '@sinclair/typebox'
 import { ApiError } from '../../errors.js'
 import { checkWebhookUrl, classifyHost, isAllowlistedHost, maskUrlPassword, MAX_URL_LENGTH } from '../../catalog/url.js'
 import { REGISTRATION_DNS_TIMEOUT_MS, resolveForRegistration, type LookupAll } from '../../actors/delivery.js'
-import { deleteWebhook, getWebhook, insertWebhook, listDeliveries, listWebhooks, MAX_ACTIVE_WEBHOOKS, type WebhookRow } from '../../db/webhooks.js'
-import type { Route } from '../route.js'
+import {
+  claimForRedelivery, deleteWebhook, getWebhook, insertTestDelivery, insertWebhook, listDeliveries, listWebhooks, MAX_ACTIVE_WEBHOOKS,
+  recordManualAttempt, rotateWebhookSecret, type ManualDelivery, type WebhookRow,
+} from '../../db/webhooks.js'
+import { CLAIM_LEASE_S, outcomeOf } from '../../actors/delivery.js'
+import { sendNow } from '../../actors/delivery-now.js'
+import type { Route, RouteContext } from '../route.js'
 import { NO_STORE } from '../respond.js'
 import { intParam } from '../validate.js'
 import { ListOf, page, Paging } from './jobs.js'
@@ -29,13 +34,15 @@ const WebhookWithSecret = Type.Object({ ...WebhookView.properties, secret: Type.
 
 const Nullable = <T extends ReturnType<typeof Type.String | typeof Type.Integer>>(t: T) => Type.Union([t, Type.Null()])
 const DeliveryStatus = Type.Union(['pending', 'delivered', 'failed', 'disabled'].map(s => Type.Literal(s)))
+/** A delivery's event: the job events, or `webhook.test` (POST /v1/webhooks/{id}/test). */
+const DeliveryEvent = Type.Union([Type.Literal('job.completed'), Type.Literal('job.failed'), Type.Literal('webhook.test')])
 
 /** One delivery of a webhook with its attempts (beyond SPEC.md: debugging a failing receiver). */
 export const DeliveryView = Type.Object({
   id: Type.String({ description: 'The X-Service-Delivery header, the same on every attempt' }),
-  event: EventType,
+  event: DeliveryEvent,
   event_id: Type.String({ description: 'The body `id` (evt_...)' }),
-  job_id: Type.String(),
+  job_id: Nullable(Type.String({ description: 'null for a webhook.test event' })),
   status: DeliveryStatus,
   attempts: Type.Integer(),
   last_status_code: Nullable(Type.Integer()),
@@ -44,14 +51,83 @@ export const DeliveryView = Type.Object({
   next_attempt_at: Nullable(Type.String({ format: 'date-time', description: 'When pending: the next attempt' })),
   created_at: Type.String({ format: 'date-time' }),
   delivered_at: Nullable(Type.String({ format: 'date-time' })),
+  request_body: Type.Unknown({ description: 'The signed JSON body, as sent on every attempt' }),
   attempts_history: Type.Array(Type.Object({
     attempt: Type.Integer(),
     attempted_at: Type.String({ format: 'date-time' }),
     status_code: Nullable(Type.Integer()),
     latency_ms: Nullable(Type.Integer()),
     error: Nullable(Type.String()),
+    response_excerpt: Nullable(Type.String({ description: "The receiver's answer: its first 1 KiB for a manual send (test, redeliver); for an automatic attempt the first 200 bytes of a non-2xx answer" })),
+    manual: Type.Boolean({ description: 'Sent by POST .../test or .../redeliver rather than by the delivery pool' }),
   })),
 })
+
+/** The answer of a manual send (test event, redelivery): what the receiver said, now. */
+const SendResult = Type.Object({
+  delivery_id: Type.String(),
+  event: DeliveryEvent,
+  attempt: Type.Integer({ description: 'This attempt\'s number in the delivery\'s history' }),
+  delivered: Type.Boolean({ description: 'The receiver answered 2xx' }),
+  status: DeliveryStatus,
+  status_code: Nullable(Type.Integer()),
+  latency_ms: Nullable(Type.Integer()),
+  error: Nullable(Type.String()),
+  response_excerpt: Nullable(Type.String({ description: "The first 1 KiB of the receiver's answer" })),
+  next_attempt_at: Nullable(Type.String({ format: 'date-time', description: 'When still pending: the next automatic attempt' })),
+})
+const RotateSecret = Type.Object({
+  secret: Type.Optional(Type.String({ minLength: 16, maxLength: 64, description: 'The new HMAC key; omitted: 32 random bytes (hex) are generated' })),
+}, { additionalProperties: false })
+const DeliveryParams = Type.Object({ id: Type.Integer({ minimum: 1 }), deliveryId: Type.String() })
+
+/** From an automatic attempt's last_error `HTTP 500: <snippet>` (src/actors/h1-client.ts), the snippet. */
+function excerptOfError (statusCode: number | null, error: string | null): string | null {
+  if (statusCode === null || error === null || (statusCode >= 300 && statusCode < 400)) return null
+  const prefix = `HTTP ${statusCode}: `
+  return error.startsWith(prefix) ? error.slice(prefix.length) : null
+}
+
+function parsedBody (body: string): unknown {
+  try { return JSON.parse(body) } catch { return body }
+}
+
+/**
+ * Sends `d` now (sendNow: the pool's SSRF rules and signature) and records the attempt. The
+ * delivery's state after it: a 2xx delivers, a 410 disables it and the webhook (as the pool
+ * does); otherwise a delivery that was pending keeps its retry schedule (or fails when no
+ * attempt is left), a test event fails (it is never retried), and a delivery that had already
+ * ended keeps its state: a failing redelivery never undoes an earlier success.
+ */
+async function sendAndRecord (ctx: RouteContext, d: ManualDelivery, test: boolean): Promise<Static<typeof SendResult>> {
+  const s = ctx.services
+  const attemptedAt = new Date()
+  const r = await sendNow(d, { allowlist: s.config.webhookAllowlist, userAgent: `genjobs-webhooks/${s.version}` })
+  const attempt = d.attempts + 1
+  const o = outcomeOf(r, attempt, { scale: s.config.webhookRetryScale, registered: true })
+  let status = o.status
+  if (status !== 'delivered' && status !== 'disabled') {
+    if (test) status = 'failed'
+    else if (d.status !== 'pending') status = d.status
+  }
+  const delayMs = status === 'pending' ? o.delayMs : null
+  await recordManualAttempt(s.sql, {
+    deliveryId: d.id, webhookId: d.webhook_id, attempt, attemptedAt, statusCode: r.statusCode, latencyMs: r.latencyMs,
+    error: r.error, excerpt: r.excerpt, status, delayMs, disableWebhook: o.disableWebhook,
+  })
+  return {
+    delivery_id: d.id,
+    event: d.event as Static<typeof DeliveryEvent>,
+    attempt,
+    delivered: r.statusCode !== null && r.statusCode >= 200 && r.statusCode < 300,
+    status,
+    status_code: r.statusCode,
+    latency_ms: r.latencyMs,
+    error: r.error,
+    response_excerpt: r.excerpt,
+    next_attempt_at: delayMs !== null ? new Date(Date.now() + delayMs).toISOString() : null,
+  }
+}
 
 const IdParams = Type.Object({ id: Type.Integer({ minimum: 1 }) })
 const DeliveriesQuery = Type.Object({ status: Type.Optional(DeliveryStatus), ...Paging })
@@ -157,11 +233,14 @@ export const routes: Route[] = [
       for (const a of attempts) {
         let list = byDelivery.get(a.delivery_id)
         if (!list) byDelivery.set(a.delivery_id, list = [])
-        list.push({ attempt: a.attempt, attempted_at: a.attempted_at.toISOString(), status_code: a.status_code, latency_ms: a.latency_ms, error: a.error })
+        list.push({
+          attempt: a.attempt, attempted_at: a.attempted_at.toISOString(), status_code: a.status_code, latency_ms: a.latency_ms, error: a.error,
+          response_excerpt: a.response_excerpt ?? excerptOfError(a.status_code, a.error), manual: a.manual,
+        })
       }
       const data = rows.map(r => ({
         id: r.id,
-        event: r.event as 'job.completed' | 'job.failed',
+        event: r.event as Static<typeof DeliveryEvent>,
         event_id: r.event_id,
         job_id: r.job_id,
         status: r.status,
@@ -172,9 +251,81 @@ export const routes: Route[] = [
         next_attempt_at: r.status === 'pending' ? r.next_attempt_at.toISOString() : null,
         created_at: r.created_at.toISOString(),
         delivered_at: r.delivered_at ? r.delivered_at.toISOString() : null,
+        request_body: parsedBody(r.body),
         attempts_history: byDelivery.get(r.id) ?? [],
       }))
       return { body: page(data, total, limit, offset) }
+    },
+  },
+  {
+    method: 'POST',
+    path: '/v1/webhooks/:id/test',
+    auth: 'key',
+    scope: 'generate',
+    summary: 'Send a signed webhook.test event to the webhook now and answer what the receiver said (status code, latency, response excerpt); it is listed with the deliveries',
+    tag: 'Webhooks',
+    errors: ['INVALID_PARAM', 'WEBHOOK_NOT_FOUND'],
+    schema: { params: IdParams, response: { 200: SendResult } },
+    async handler (ctx) {
+      const id = intParam(ctx.params.id, 'id')
+      const s = ctx.services
+      const hook = await getWebhook(s.sql, ctx.caller!.accountId, id)
+      if (!hook) throw new ApiError('WEBHOOK_NOT_FOUND')
+      const eventId = `evt_${randomBytes(12).toString('base64url')}`
+      const at = new Date()
+      const body = JSON.stringify({
+        id: eventId,
+        type: 'webhook.test',
+        created_at: at.toISOString(),
+        data: { webhook: { id: hook.id, url: maskUrlPassword(hook.url) }, message: 'A test event sent from the genjobs API; no job is involved.' },
+      })
+      const d = await insertTestDelivery(s.sql, {
+        id: `dlv_${randomBytes(12).toString('base64url')}`, eventId, accountId: hook.account_id, webhookId: hook.id,
+        url: hook.url, secret: hook.secret, body, leaseSeconds: CLAIM_LEASE_S,
+      })
+      return { body: await sendAndRecord(ctx, d, true) }
+    },
+  },
+  {
+    method: 'POST',
+    path: '/v1/webhooks/:id/deliveries/:deliveryId/redeliver',
+    auth: 'key',
+    scope: 'generate',
+    summary: 'Send one delivery again now (same body and X-Service-Delivery, freshly signed, to the webhook\'s current URL) and answer what the receiver said',
+    tag: 'Webhooks',
+    errors: ['INVALID_PARAM', 'WEBHOOK_NOT_FOUND', 'NOT_FOUND', 'CONFLICT'],
+    schema: { params: DeliveryParams, response: { 200: SendResult } },
+    async handler (ctx) {
+      const id = intParam(ctx.params.id, 'id')
+      const s = ctx.services
+      if (!await getWebhook(s.sql, ctx.caller!.accountId, id)) throw new ApiError('WEBHOOK_NOT_FOUND')
+      const deliveryId = ctx.params.deliveryId
+      const d = /^dlv_[A-Za-z0-9_-]{1,64}$/.test(deliveryId) ? await claimForRedelivery(s.sql, id, deliveryId, CLAIM_LEASE_S) : undefined
+      if (d === undefined) throw new ApiError('NOT_FOUND', `No delivery ${deliveryId.slice(0, 80)} of webhook ${id}`, { param: 'deliveryId' })
+      if (d === 'busy') {
+        const e = new ApiError('CONFLICT', 'An automatic attempt of this delivery is in flight; retry in a few seconds', { retry_after: 5 })
+        e.headers = { 'Retry-After': '5' }
+        throw e
+      }
+      return { body: await sendAndRecord(ctx, d, false) }
+    },
+  },
+  {
+    method: 'POST',
+    path: '/v1/webhooks/:id/rotate-secret',
+    auth: 'key',
+    scope: 'generate',
+    summary: 'Replace the signing secret; the new one is returned once. Pending retries are signed with it from now on',
+    tag: 'Webhooks',
+    errors: ['INVALID_PARAM', 'WEBHOOK_NOT_FOUND'],
+    schema: { params: IdParams, body: RotateSecret, response: { 200: WebhookWithSecret } },
+    async handler (ctx) {
+      const id = intParam(ctx.params.id, 'id')
+      const b = ctx.body as Static<typeof RotateSecret>
+      const secret = b.secret ?? randomBytes(32).toString('hex')
+      const row = await rotateWebhookSecret(ctx.services.sql, ctx.caller!.accountId, id, secret)
+      if (!row) throw new ApiError('WEBHOOK_NOT_FOUND')
+      return { headers: NO_STORE, body: { ...viewOf(row), secret } }
     },
   },
 ]

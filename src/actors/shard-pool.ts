@@ -79,7 +79,10 @@ export class ShardPool implements Shards {
   }
 
   private spawn (shard: number): Slot {
-    const init: ShardInit = { shard, shards: this.opts.shards, databaseUrl: this.opts.databaseUrl, config: this.opts.config, nodeId: this.opts.nodeId, providerState: this.opts.providerState }
+    const init: ShardInit = {
+      shard, shards: this.opts.shards, databaseUrl: this.opts.databaseUrl, config: this.opts.config, nodeId: this.opts.nodeId,
+      providerState: this.opts.providerState,
+    }
     const worker = new ManagedWorker<Batch>({
       url: new URL('./shard-worker.js', import.meta.url),
       data: () => init,

@@ -185,7 +185,9 @@ export class Providers {
     const shard = opts.shard ?? -1
     const local: CapacityStore = opts.shared ? new SharedCapacity(opts.shared, shard) : new LocalCapacity()
     // Connected on first use only: threads that never take a slot or send a request open nothing.
-    this.redis = config.redisUrl ? new Redis(config.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, commandTimeout: 2000, enableOfflineQueue: true }) : null
+    this.redis = config.redisUrl
+      ? new Redis(config.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, commandTimeout: 2000, enableOfflineQueue: true })
+      : null
     this.redis?.on('error', () => {}) // reported by the failing calls
     this.capacity = this.redis ? new RedisCapacity(this.redis, config.redisPrefix, LEASE_MS, local, log) : local
     // Request budgets (docs/providers.md "Capacity and budgets"): only where every sender of
@@ -194,7 +196,8 @@ export class Providers {
     for (const [name, s] of Object.entries(table?.providers ?? {})) {
       if (s.requests_per_second === undefined) continue
       let store: BudgetStore | null = null
-      const fallback = opts.shared ? new SharedBudgetStore(opts.shared, budgetSlot(name), shard >= 0 ? shard + 1 : 0x7fff0000) : new LocalBudgetStore()
+      const owner = shard >= 0 ? shard + 1 : 0x7fff0000
+      const fallback = opts.shared ? new SharedBudgetStore(opts.shared, budgetSlot(name), owner) : new LocalBudgetStore()
       if (this.redis) store = new RedisBudgetStore(this.redis, config.redisPrefix, name, fallback, log)
       else if (opts.shared) store = fallback
       if (store) budgets.push(new Budget(name, s.requests_per_second, s.burst, s.max_wait_ms, store))
@@ -241,7 +244,8 @@ export class Providers {
     const index = this.nextSlot++
     if (index >= MAX_CAP_SLOTS) throw new Error(`PROVIDERS_FILE: more than ${MAX_CAP_SLOTS - PROVIDER_NAMES.length} routes`)
     const slots: CapSlot[] = spec.max_concurrent === undefined ? [] : [{ key: `route:${key}`, index, cap: spec.max_concurrent }]
-    const r = new Route(key, model, spec, this.byName.get(spec.provider)!, cap, true, { store: this.capacity, slots: [...slots, ...this.providerSlots(spec.provider)] })
+    const capacity = { store: this.capacity, slots: [...slots, ...this.providerSlots(spec.provider)] }
+    const r = new Route(key, model, spec, this.byName.get(spec.provider)!, cap, true, capacity)
     this.byKey.set(key, r)
     return r
   }
@@ -283,7 +287,8 @@ export class Providers {
     if (same) return same
     const p = this.byName.get(provider) ?? this.byName.get('simulated')!
     const k = key ?? `${model}#gone:${p.name}:unknown`
-    const r = new Route(k, model, { provider: p.name as ProviderName, model: 'unknown' }, p, Infinity, true, { store: this.capacity, slots: this.providerSlots(p.name) })
+    const capacity = { store: this.capacity, slots: this.providerSlots(p.name) }
+    const r = new Route(k, model, { provider: p.name as ProviderName, model: 'unknown' }, p, Infinity, true, capacity)
     this.byKey.set(k, r)
     return r
   }

@@ -183,7 +183,9 @@ export function onlineSettings (env: Record<string, string | undefined>): Online
 }
 
 /** The live input schema of one upstream model, flattened; or why it could not be had. */
-export async function fetchLiveShape (provider: string, model: string, s: OnlineSettings): Promise<{ shape: InputShape; source: string } | { skipped: string } | { error: string }> {
+export type LiveShape = { shape: InputShape; source: string } | { skipped: string } | { error: string }
+
+export async function fetchLiveShape (provider: string, model: string, s: OnlineSettings): Promise<LiveShape> {
   if (provider === 'kie') return { skipped: 'Kie publishes no machine-readable input schema; compare with its docs by hand (docs/upstream-models.md)' }
   if (provider === 'fal') {
     const url = new URL(s.falOpenApiUrl)

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import { Redis } from 'ioredis'
-import { Budget, gcraTake, gcraThrottle, parseProviderSettings, RedisBudgetStore, SharedBudgetStore, LocalBudgetStore, type GcraState } from '../../src/providers/budget.js'
+import { Budget, gcraTake, gcraThrottle, RedisBudgetStore, SharedBudgetStore, LocalBudgetStore, type GcraState } from '../../src/providers/budget.js'
 import { createSharedProviderState } from '../../src/providers/capacity.js'
 import { parseRouting } from '../../src/providers/routing.js'
 import { UpstreamUnavailable } from '../../src/providers/upstream.js'

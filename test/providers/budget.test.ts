@@ -96,7 +96,7 @@ t.test('a call whose turn is too far fails as a 429 without waiting (nothing sen
   t.ok(err instanceof UpstreamUnavailable, 'UpstreamUnavailable')
   t.equal(err.httpStatus, 429, 'treated as the provider\'s 429')
   t.ok(err.retryAfterMs > 200 && err.retryAfterMs <= 1000, `Retry-After is the wait (${err.retryAfterMs} ms)`)
-  t.ok(Date.now() - started < 100, 'refused at once')
+  t.ok(Date.now() - started < 500, 'refused at once (no wait for the turn)')
   const pollStarted = Date.now()
   const perr = await b.acquire('poll').catch(e => e)
   t.equal(perr.httpStatus, 429)

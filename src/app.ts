@@ -38,6 +38,7 @@ import { createLogger } from './log.js'
 import { createServer } from 'node:net'
 import { ThreadBus } from './frontend/bus.js'
 import { FrontendPool } from './frontend/pool.js'
+import { createSharedProviderState } from './providers/capacity.js'
 import { createSharedLimits, SharedRateLimiter, SharedStreamCounts } from './frontend/shared-limits.js'
 
 export interface App {
@@ -145,11 +146,14 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     bus?.publish({ t: 'inv', k: m.k, id: m.id })
   }) : null
   jobs.onUpdate((_accountId, view) => sse.publish(view))
+  // Upstream capacity and request budgets the shards (and this thread) count in together.
+  const providerState = createSharedProviderState(config.shards)
   const shards = new ShardPool({
     shards: config.shards,
     databaseUrl,
     config,
     nodeId,
+    providerState,
     onLog: (level, msg) => log[level](msg),
     onRestart: (shard, n) => {
       jobs.dropActive(a => a % n === shard)
@@ -203,7 +207,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   const storage = await createStorage(config)
   const probeSql = connect(databaseUrl, { max: 1, stallMs: config.dbStallTimeoutMs })
   const dbHealth = new DbHealth(() => ping(probeSql), 250, (up, why) => log.warn(up ? 'database reachable again' : `database unreachable (${why})`))
-  const providers = await Providers.load(config, storage, config.shards)
+  const providers = await Providers.load(config, storage, config.shards, { shared: providerState, log: (msg, extra) => log.warn(extra ?? {}, msg) })
   const services: Services = {
     providers, config, sql, dbHealth, shards, auth, passwords, imageScreen, jwtSecret, log, metering, limiter, storage, jobs, sse, bus,
     redisLimiter: bus ? new RedisRateLimiter(bus.pub, config.redisPrefix) : null,
@@ -288,6 +292,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
       threads?.close()
       await bus?.close()
       await shards.close()
+      providers.close()
       await metering.close()
       limiter.close()
       await passwords.close()

@@ -40,11 +40,14 @@ t.test('a configuration mistake prints one line naming it and exits 1, before th
   await writeFile(unknownProvider, JSON.stringify({ routes: { 'veo3-fast': [{ provider: 'runway', model: 'x' }] } }))
   const needsKey = join(dir, 'needs-key.json')
   await writeFile(needsKey, JSON.stringify({ routes: { 'veo3-fast': [{ provider: 'fal', model: 'fal-ai/veo3/fast' }] } }))
+  const badBudget = join(dir, 'bad-budget.json')
+  await writeFile(badBudget, JSON.stringify({ providers: { fal: { requests_per_second: 0 } }, routes: { 'veo3-fast': [{ provider: 'simulated' }] } }))
   const cases: Array<[string, Record<string, string>, RegExp]> = [
     ['TIER_LIMITS unknown key', { TIER_LIMITS: '{"free":{"rpn":5}}' }, /^genjobs: configuration error: TIER_LIMITS\.free: unknown key "rpn" \(allowed: rpm, max_concurrent, max_streams\)$/],
     ['TIER_LIMITS unknown tier', { TIER_LIMITS: '{"gold":{"rpm":5}}' }, /TIER_LIMITS: unknown tier "gold" \(allowed: free, pro, enterprise, session\)/],
     ['routing file names an unknown provider', { PROVIDERS_FILE: unknownProvider }, /PROVIDERS_FILE .*unknown-provider\.json: routes\.veo3-fast\[0\]: unknown provider "runway" \(one of simulated, fal, replicate, kie\)/],
     ['a missing credential', { PROVIDERS_FILE: needsKey }, /routes\.veo3-fast\[0\]: provider fal needs FAL_KEY in the environment/],
+    ['a request budget that is not a rate', { PROVIDERS_FILE: badBudget }, /PROVIDERS_FILE .*bad-budget\.json: providers\.fal\.requests_per_second must be a number > 0 \(at most 100000\), got 0/],
     ['a routing file that is not there', { PROVIDERS_FILE: join(dir, 'nope.json') }, /PROVIDERS_FILE: cannot read .*nope\.json/],
     ['a bad number', { PORT: 'eighty' }, /PORT must be a number >= 0, got "eighty"/],
   ]

@@ -109,8 +109,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
     route = r
     row.provider = r.provider.name
     row.deadline_at = deadlineOf(r, spec.estimated_seconds, deps.simSpeed, now.getTime())
-    if (!r.hasRoom(pj)) { row.status = 'queued'; break }
-    r.acquire()
+    if (!(await r.take(pj, id))) { row.status = 'queued'; break }
     holds = true
     const submitted = performance.now()
     submission = submitOn(r, pj, spec.prompt, deps.publicBaseUrl)
@@ -132,7 +131,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
       if (r.recordsHistory) events.push({ job_id: id, source: 'submit', route: r.key, state: 'submitted', detail: { upstream_id: handle.id } })
       break
     }
-    r.release()
+    r.release(id)
     holds = false
     submission = null
     if (answer.e instanceof UpstreamUnavailable && answer.e.httpStatus === 429) {
@@ -183,7 +182,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
     committed = await deps.commit.create(row, record)
   } catch (err) {
     a.settled(c, req.keyId, null, false)
-    if (holds) on.release()
+    if (holds) on.release(id)
     if (handle) on.provider.cancel(handle).catch(() => {})
     else if (submission) submission.then(x => on.provider.cancel(x), () => {}).catch(() => {})
     if (err instanceof ChargeRefused) {
@@ -204,7 +203,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
   a.settled(c, req.keyId, committed, running)
   a.live.emit(row)
   if (!running) {
-    if (holds) on.release()
+    if (holds) on.release(id)
   } else {
     const job = a.live.adopt(row, pj, all.indexOf(on), handle)
     job.announced = true // its full view was emitted just above

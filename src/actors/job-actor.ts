@@ -154,7 +154,7 @@ export class JobActor {
     this.terminal = true
     if (this.timer) { clearTimeout(this.timer); this.timer = null }
     for (const r of this.routes) r.unwait(this.id)
-    if (this.holdsSlot) { this.holdsSlot = false; this.route.release() }
+    if (this.holdsSlot) { this.holdsSlot = false; this.route.release(this.id) }
   }
 
   /**
@@ -337,16 +337,16 @@ export class JobActor {
         this.schedule(QUEUED_RECHECK_MS)
         return
       }
-      if (!r.hasRoom(this.pj, this.id)) {
+      if (!(await r.take(this.pj, this.id))) {
         // Full: wait for room on the first route that is not broken (first come, first served).
         this.routeIndex = i
         r.wait(this.id, () => this.schedule(0))
         this.schedule(QUEUED_RECHECK_MS)
         return
       }
+      // Stopped while the slot was being taken (cancelled, moved): give it back.
+      if (this.terminal) { r.release(this.id); return }
       this.routeIndex = i
-      r.unwait(this.id)
-      r.acquire()
       this.holdsSlot = true
       // The deadline counts from submission (persisted with the handle by host.submitted).
       this.row.deadline_at = this.host.deadlineFrom(this, r, Date.now())
@@ -375,7 +375,7 @@ export class JobActor {
     const err = a.error
     this.submitting = null
     this.answer = null
-    if (this.holdsSlot) { this.holdsSlot = false; r.release() }
+    if (this.holdsSlot) { this.holdsSlot = false; r.release(this.id) }
     if (err instanceof UpstreamRefused) {
       // Definitive: this route will not run the job; the next one may (the job stays charged once).
       // A refusal of the input is not the route's failure: the breaker does not count it.

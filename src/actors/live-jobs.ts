@@ -90,7 +90,7 @@ export class LiveJobs implements JobHost {
     this.a.slots.run(row.key_id, row.id, this.a.state !== null)
     const job = this.adopt(row)
     // A submitted job holds a slot of its route's capacity again.
-    if (job.handle !== null) { job.route.acquire(); job.took(job.route) }
+    if (job.handle !== null) { job.route.adopt(job.id); job.took(job.route) }
     job.schedule(1)
   }
 

@@ -2,6 +2,7 @@ import type { Config } from '../config.js'
 import type { JobProgress, JobView } from '../jobs/view.js'
 import type { UpstreamState } from '../providers/upstream.js'
 import type { RouteState } from '../providers/registry.js'
+import type { SharedProviderState } from '../providers/capacity.js'
 import type { AccountView, BatchItemView, BatchView, CreatedJobView, JobCaller, JobOrder } from '../domain.js'
 
 /**
@@ -96,4 +97,6 @@ export interface ShardInit {
   config: Config
   /** This node's id: owner of the job leases its shards take. */
   nodeId: string
+  /** Upstream capacity and request budgets every shard of the node counts in (src/providers/capacity.ts). */
+  providerState?: SharedProviderState
 }

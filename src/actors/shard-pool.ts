@@ -4,6 +4,7 @@ import type { Config } from '../config.js'
 import { BatchedPort } from './port.js'
 import { ManagedWorker } from './worker-lifecycle.js'
 import type { MessagePort } from 'node:worker_threads'
+import type { SharedProviderState } from '../providers/capacity.js'
 import type { Batch, ShardAttach, ShardEvent, ShardInit, ShardMsg, ShardRequests, ShardTag } from './protocol.js'
 
 
@@ -27,6 +28,8 @@ export interface ShardPoolOptions {
   databaseUrl: string
   config: Config
   nodeId: string
+  /** Shared upstream capacity and budgets (src/providers/capacity.ts), kept across shard restarts. */
+  providerState?: SharedProviderState
   /** Default ask timeout. */
   timeoutMs?: number
   onEvent?: (ev: ShardEvent) => void
@@ -76,7 +79,10 @@ export class ShardPool implements Shards {
   }
 
   private spawn (shard: number): Slot {
-    const init: ShardInit = { shard, shards: this.opts.shards, databaseUrl: this.opts.databaseUrl, config: this.opts.config, nodeId: this.opts.nodeId }
+    const init: ShardInit = {
+      shard, shards: this.opts.shards, databaseUrl: this.opts.databaseUrl, config: this.opts.config, nodeId: this.opts.nodeId,
+      providerState: this.opts.providerState,
+    }
     const worker = new ManagedWorker<Batch>({
       url: new URL('./shard-worker.js', import.meta.url),
       data: () => init,

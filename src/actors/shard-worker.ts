@@ -37,7 +37,9 @@ const storage = await createStorage(config)
 const deps: ActorDeps = {
   sql,
   commit,
-  providers: await Providers.load(config, storage, init.shards),
+  providers: await Providers.load(config, storage, init.shards, {
+    shared: init.providerState, shard: init.shard, log: (msg, extra) => log.warn(extra ?? {}, msg),
+  }),
   storage,
   simSpeed: config.simSpeed,
   submitTimeoutMs: config.submitTimeoutMs,

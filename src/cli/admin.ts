@@ -27,14 +27,23 @@ Commands:
   asset ID --kind character|voice --name NAME
                           create a character or voice asset
   show ID                 account with balance, flags and ledger totals
+  routes check [--file F] [--online] [--json]
+                          what each route of the routing file (--file, default
+                          PROVIDERS_FILE) serves: model x option value x route;
+                          --online also compares the shipped upstream schemas
+                          with the providers' live ones (runs locally, no service)
   help                    this text
 
 Environment:
   GENJOBS_URL   service base URL (default http://127.0.0.1:$PORT, PORT default 8080)
   ADMIN_TOKEN   operator token (default: the contents of $DATA_DIR/admin-token)
   DATA_DIR      data directory of the service (default ./data)
+  routes check: PROVIDERS_FILE; with --online FAL_OPENAPI_URL (default
+  https://fal.ai/api/openapi/queue/openapi.json), REPLICATE_API_URL, REPLICATE_API_TOKEN
 
-Exit status: 0 ok, 1 refused by the service or unreachable, 2 bad command line.
+Exit status: 0 ok, 1 refused by the service or unreachable (routes check: a
+routing file that fails its check, or --online found drift or could not fetch
+a schema), 2 bad command line.
 `
 
 class UsageError extends Error {}
@@ -164,7 +173,42 @@ async function adminToken (env: NodeJS.ProcessEnv): Promise<string> {
   throw new Error(`no operator token: set ADMIN_TOKEN, or run this where the service keeps ${file}`)
 }
 
+/** `routes check`: local, no service involved (docs/providers.md "routes check"). */
+async function routesCheck (args: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const { values: v, positionals } = parse(args, { file: { type: 'string' }, online: { type: 'boolean' }, json: { type: 'boolean' } })
+  if (positionals[0] !== 'check') throw new UsageError(positionals.length ? `unknown routes command ${JSON.stringify(positionals[0])} (expected check)` : 'routes needs a command: routes check')
+  if (positionals.length > 1) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[1])}`)
+  const file = str('file', v.file) ?? env.PROVIDERS_FILE
+  if (!file) throw new UsageError('routes check needs --file or PROVIDERS_FILE')
+  const { loadRouting, CREDENTIAL_OF } = await import('../providers/routing.js')
+  const check = await import('../providers/routes-check.js')
+  // Credentials are not needed to read the routes: placeholders let the file be checked anywhere.
+  const creds: Record<string, string> = {}
+  for (const name of Object.values(CREDENTIAL_OF)) creds[name] = env[name] || 'not-needed-for-routes-check'
+  let table
+  try { table = loadRouting(file, { ...env, ...creds }) } catch (e) {
+    process.stderr.write(`error: ${(e as Error).message}\n`)
+    return 1
+  }
+  if (!table) throw new UsageError('routes check needs --file or PROVIDERS_FILE')
+  const rows = check.routeMatrix(table)
+  const drift = v.online ? await check.checkOnline(table, check.onlineSettings(env)) : null
+  if (v.json) process.stdout.write(`${JSON.stringify({ file, matrix: rows, ...(drift ? { drift } : {}) }, null, 2)}\n`)
+  else {
+    process.stdout.write(check.formatMatrix(table, rows))
+    if (drift) process.stdout.write(check.formatDrift(drift))
+  }
+  return drift && drift.some(r => r.status === 'drift' || r.status === 'error') ? 1 : 0
+}
+
 export async function main (argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  if (argv[0] === 'routes') {
+    try { return await routesCheck(argv.slice(1), env) } catch (e) {
+      if (!(e instanceof UsageError)) throw e
+      process.stderr.write(`error: ${e.message}\n\n${HELP}`)
+      return 2
+    }
+  }
   let call: Call | null
   try {
     call = plan(argv)

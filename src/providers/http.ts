@@ -10,6 +10,7 @@
  */
 import { request, type Dispatcher } from 'undici'
 import { UpstreamRefused, UpstreamUnavailable } from './upstream.js'
+import { budgetOf } from './budget.js'
 
 /** Transport settings an adapter takes in its constructor (tests pass a dispatcher or short timeouts). */
 export interface HttpSettings {
@@ -34,6 +35,9 @@ const DEFAULT_TIMEOUT_MS = 15_000
 /**
  * One request. Resolves with any HTTP status; throws UpstreamUnavailable when there is no
  * complete answer (network error, timeout, the caller's abort, an oversized body).
+ * With a request budget for `provider` (src/providers/budget.ts) the request first waits for
+ * its turn: a GET (status, result) is a poll, deferred first; any other method (submit, cancel)
+ * reserves its turn. An answer 429 lowers that budget on every node for its Retry-After.
  */
 export async function upstreamRequest (provider: string, method: 'GET' | 'POST' | 'PUT', url: string, opts: HttpSettings & {
   headers?: Record<string, string>
@@ -41,6 +45,14 @@ export async function upstreamRequest (provider: string, method: 'GET' | 'POST' 
   signal?: AbortSignal
 } = {}): Promise<UpstreamResponse> {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
+  const budget = budgetOf(provider)
+  if (budget) {
+    // Waiting for a turn does not count against the request's own timeout.
+    try { await budget.acquire(method === 'GET' ? 'poll' : 'call', opts.signal) } catch (err) {
+      if (err instanceof UpstreamUnavailable) throw err
+      throw new UpstreamUnavailable(`${provider}: ${method} ${safeUrl(url)}: aborted while waiting for the request budget`)
+    }
+  }
   const timeout = AbortSignal.timeout(timeoutMs)
   const signal = opts.signal ? AbortSignal.any([opts.signal, timeout]) : timeout
   const headers: Record<string, string> = { accept: 'application/json', ...opts.headers }
@@ -51,6 +63,7 @@ export async function upstreamRequest (provider: string, method: 'GET' | 'POST' 
   }
   try {
     const res = await request(url, { method, headers, body, signal, dispatcher: opts.dispatcher, headersTimeout: timeoutMs, bodyTimeout: timeoutMs })
+    if (res.statusCode === 429 && budget) budget.throttled(parseRetryAfter(headerOf(res.headers['retry-after'])))
     const chunks: Buffer[] = []
     let size = 0
     for await (const chunk of res.body) {
@@ -72,6 +85,10 @@ export async function upstreamRequest (provider: string, method: 'GET' | 'POST' 
     const why = timeout.aborted ? `no answer within ${timeoutMs} ms` : opts.signal?.aborted ? 'aborted' : (err as Error).message
     throw new UpstreamUnavailable(`${provider}: ${method} ${safeUrl(url)}: ${why}`)
   }
+}
+
+function headerOf (v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v
 }
 
 /** Throws the mapped error for a non-2xx answer; returns the answer otherwise. */

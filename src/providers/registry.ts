@@ -9,11 +9,32 @@ import { schemaOfRoute, unserved, type Unserved } from './capabilities.js'
 import type { UpstreamSchema } from './upstream-schemas.js'
 import { useRouting } from './served-catalog.js'
 import { trackBreaker } from '../worker-stats.js'
+import { Redis } from 'ioredis'
+import { LEASE_MS } from '../db/jobs.js'
+import { LocalCapacity, MAX_CAP_SLOTS, RedisCapacity, SharedCapacity, type CapacityStore, type CapSlot, type SharedProviderState } from './capacity.js'
+import { Budget, budgetSlot, installBudgets, uninstallBudgets, LocalBudgetStore, RedisBudgetStore, SharedBudgetStore, type BudgetStore } from './budget.js'
+import { PROVIDER_NAMES } from './routing.js'
+
+/** How a thread counts capacity and budgets (shards get the node's shared memory; see capacity.ts). */
+export interface ProvidersOptions {
+  /** The node's shared memory (created by the main thread, handed to each shard). */
+  shared?: SharedProviderState
+  /** This thread's shard index (-1 or absent: not a shard; it takes no slots). */
+  shard?: number
+  log?: (msg: string, extra?: Record<string, unknown>) => void
+}
+
+/** A route with waiters asks its capacity store again this often (a slot freed on another shard or node wakes no one here). */
+const RECHECK_MS = 100
+
+/** The slots a route's jobs take: where they are counted and in which capacities. */
+export interface RouteCapacity { store: CapacityStore; slots: CapSlot[] }
 
 /**
  * One route of one model (routing file entry) as a shard runs it: its provider, its circuit
- * breaker and its capacity. A shard owns its own Route objects; the cap of a route is shared
- * out between the shards of a node (ceil(max_concurrent / shards) each; docs/decisions.md).
+ * breaker and its capacity. A shard owns its own Route objects; their capacity (the route's
+ * `max_concurrent` and its provider's) is counted across the node's shards and, with REDIS_URL,
+ * across nodes (src/providers/capacity.ts, docs/providers.md "Capacity and budgets").
  */
 export class Route {
   readonly breaker = new CircuitBreaker()
@@ -21,6 +42,8 @@ export class Route {
   inFlight = 0
   /** Jobs waiting for room on this route, first come first served: each entry wakes one. */
   private readonly waiting: Array<{ id: string; wake: () => void }> = []
+  private readonly capacity: RouteCapacity
+  private recheck: NodeJS.Timeout | null = null
 
   constructor (
     /** `model#index:provider:upstream model`: stored with the job (jobs.route). */
@@ -28,7 +51,7 @@ export class Route {
     readonly model: string,
     readonly spec: RouteSpec,
     readonly provider: RouteProvider,
-    /** This shard's share of max_concurrent (Infinity: no cap). */
+    /** The route's max_concurrent (Infinity: no cap); used when `capacity` is not given. */
     readonly cap: number,
     /**
      * Keeps route, handle and upstream history with the job (sql/0008). False only for the
@@ -36,7 +59,13 @@ export class Route {
      * and the extra writes would cost every simulated job (bench job-create).
      */
     readonly recordsHistory = true,
-  ) {}
+    capacity?: RouteCapacity,
+  ) {
+    this.capacity = capacity ?? {
+      store: new LocalCapacity(),
+      slots: Number.isFinite(cap) ? [{ key: key, index: 0, cap }] : [],
+    }
+  }
 
   private schema: UpstreamSchema | null | undefined
 
@@ -57,18 +86,43 @@ export class Route {
     return this.schema
   }
 
-  /** True when a submission of `job` may start now (room on the route, the provider accepts it). */
-  hasRoom (job: ProviderJob, jobId?: string): boolean {
+  /**
+   * Takes a slot for `jobId` when a submission of `job` may start now: the provider accepts it,
+   * no earlier job waits here (first come, first served), and every capacity it counts in has
+   * room (across shards and nodes). True: the job holds the slot until release(jobId).
+   */
+  async take (job: ProviderJob, jobId: string): Promise<boolean> {
     if (!this.provider.accepts(job)) return false
-    if (this.inFlight >= this.cap) return false
-    // First come, first served: a job behind others waiting for room waits for its turn.
     if (this.waiting.length > 0 && this.waiting[0].id !== jobId) return false
+    if (this.capacity.slots.length > 0 && !(await this.capacity.store.take(this.capacity.slots, jobId))) return false
+    this.inFlight++
+    this.unwait(jobId)
     return true
   }
 
-  /** Queue a job for room; `wake` runs when room frees and it is first. */
+  /** A job that already runs upstream holds a slot again (resume after a restart or on another node). */
+  adopt (jobId: string): void {
+    this.inFlight++
+    if (this.capacity.slots.length > 0) this.capacity.store.adopt(this.capacity.slots, jobId)
+  }
+
+  /** The job's slot is free again (it ended, was refused, or moved). */
+  release (jobId: string): void {
+    if (this.inFlight > 0) this.inFlight--
+    if (this.capacity.slots.length > 0) this.capacity.store.release(this.capacity.slots, jobId)
+    this.wakeNext()
+  }
+
+  /** Queue a job for room; `wake` runs when room may have freed and it is first. */
   wait (id: string, wake: () => void): void {
     if (!this.waiting.some(w => w.id === id)) this.waiting.push({ id, wake })
+    if (this.recheck === null && this.capacity.slots.length > 0) {
+      this.recheck = setInterval(() => {
+        if (this.waiting.length === 0) { clearInterval(this.recheck!); this.recheck = null; return }
+        this.waiting[0].wake()
+      }, RECHECK_MS)
+      this.recheck.unref()
+    }
   }
 
   /** Leave the queue (submitted, cancelled or gone). */
@@ -78,15 +132,8 @@ export class Route {
     if (i === 0) this.wakeNext()
   }
 
-  acquire (): void { this.inFlight++ }
-
-  release (): void {
-    if (this.inFlight > 0) this.inFlight--
-    this.wakeNext()
-  }
-
   private wakeNext (): void {
-    if (this.waiting.length > 0 && this.inFlight < this.cap) this.waiting[0].wake()
+    if (this.waiting.length > 0) this.waiting[0].wake()
   }
 
   get queued (): number { return this.waiting.length }
@@ -128,14 +175,45 @@ export class Providers {
   private readonly byName = new Map<string, RouteProvider>()
   private readonly simRoutes = new Map<string, Route>()
 
-  private constructor (readonly table: RoutingTable | null, private readonly shards: number) {}
+  private readonly capacity: CapacityStore
+  private readonly redis: Redis | null
+  /** Next free index in shared memory for a route's capacity (after one per provider name). */
+  private nextSlot = PROVIDER_NAMES.length
+
+  private constructor (readonly table: RoutingTable | null, config: Config, opts: ProvidersOptions) {
+    const log = opts.log ?? (() => {})
+    const shard = opts.shard ?? -1
+    const local: CapacityStore = opts.shared ? new SharedCapacity(opts.shared, shard) : new LocalCapacity()
+    // Connected on first use only: threads that never take a slot or send a request open nothing.
+    this.redis = config.redisUrl
+      ? new Redis(config.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, commandTimeout: 2000, enableOfflineQueue: true })
+      : null
+    this.redis?.on('error', () => {}) // reported by the failing calls
+    this.capacity = this.redis ? new RedisCapacity(this.redis, config.redisPrefix, LEASE_MS, local, log) : local
+    // Request budgets (docs/providers.md "Capacity and budgets"): only where every sender of
+    // the node counts in one place (Redis, or the shared memory of the shards and main thread).
+    const budgets: Budget[] = []
+    for (const [name, s] of Object.entries(table?.providers ?? {})) {
+      if (s.requests_per_second === undefined) continue
+      let store: BudgetStore | null = null
+      const owner = shard >= 0 ? shard + 1 : 0x7fff0000
+      const fallback = opts.shared ? new SharedBudgetStore(opts.shared, budgetSlot(name), owner) : new LocalBudgetStore()
+      if (this.redis) store = new RedisBudgetStore(this.redis, config.redisPrefix, name, fallback, log)
+      else if (opts.shared) store = fallback
+      if (store) budgets.push(new Budget(name, s.requests_per_second, s.burst, s.max_wait_ms, store))
+    }
+    installBudgets(budgets)
+    this.budgets = budgets
+  }
+
+  private readonly budgets: Budget[]
 
   /** Loads the routing file and builds the adapters it needs. Throws a boot error on any mistake. */
-  static async load (config: Config, storage: Storage, shards = 1): Promise<Providers> {
+  static async load (config: Config, storage: Storage, _shards = 1, opts: ProvidersOptions = {}): Promise<Providers> {
     const table = loadRouting(config.providersFile, config.providerEnv)
     // GET /v1/models in this thread shows what these routes can serve.
     useRouting(table)
-    const p = new Providers(table, shards)
+    const p = new Providers(table, config, opts)
     p.byName.set('simulated', new SimulatedProvider(storage, config.simSpeed))
     const needed = new Set<ProviderName>()
     for (const list of Object.values(table?.routes ?? {})) for (const r of list) needed.add(r.provider)
@@ -162,10 +240,28 @@ export class Providers {
 
   private addRoute (model: string, i: number, spec: RouteSpec): Route {
     const key = `${model}#${i}:${spec.provider}:${spec.model}`
-    const cap = spec.max_concurrent === undefined ? Infinity : Math.max(1, Math.ceil(spec.max_concurrent / this.shards))
-    const r = new Route(key, model, spec, this.byName.get(spec.provider)!, cap)
+    const cap = spec.max_concurrent ?? Infinity
+    const index = this.nextSlot++
+    if (index >= MAX_CAP_SLOTS) throw new Error(`PROVIDERS_FILE: more than ${MAX_CAP_SLOTS - PROVIDER_NAMES.length} routes`)
+    const slots: CapSlot[] = spec.max_concurrent === undefined ? [] : [{ key: `route:${key}`, index, cap: spec.max_concurrent }]
+    const capacity = { store: this.capacity, slots: [...slots, ...this.providerSlots(spec.provider)] }
+    const r = new Route(key, model, spec, this.byName.get(spec.provider)!, cap, true, capacity)
     this.byKey.set(key, r)
     return r
+  }
+
+  /** The provider-wide cap (routing file `providers.<name>.max_concurrent`) as a slot, if set. */
+  private providerSlots (provider: string): CapSlot[] {
+    const cap = this.table?.providers?.[provider]?.max_concurrent
+    if (cap === undefined) return []
+    return [{ key: `provider:${provider}`, index: PROVIDER_NAMES.indexOf(provider as ProviderName), cap }]
+  }
+
+  /** Stops the Redis connection of this thread (if one was opened). */
+  close (): void {
+    if (this.capacity instanceof RedisCapacity) this.capacity.close()
+    uninstallBudgets(this.budgets)
+    this.redis?.disconnect()
   }
 
   /** The ordered routes of a model. */
@@ -191,7 +287,8 @@ export class Providers {
     if (same) return same
     const p = this.byName.get(provider) ?? this.byName.get('simulated')!
     const k = key ?? `${model}#gone:${p.name}:unknown`
-    const r = new Route(k, model, { provider: p.name as ProviderName, model: 'unknown' }, p, Infinity)
+    const capacity = { store: this.capacity, slots: this.providerSlots(p.name) }
+    const r = new Route(k, model, { provider: p.name as ProviderName, model: 'unknown' }, p, Infinity, true, capacity)
     this.byKey.set(k, r)
     return r
   }

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import { relative } from 'node:path'
 import { AUDIO_MODEL_IDS, IMAGE_MODEL_IDS, VIDEO_MODEL_IDS } from '../catalog/index.js'
 import { checkField, DEFAULT_SCHEMAS_DIR, loadUpstreamSchema, schemaFile } from './upstream-schemas.js'
+import { parseProviderSettings, type ProviderSettings } from './budget.js'
 
 /**
  * The routing file (DESIGN.md 7 "Providers", issue 11 point 3): PROVIDERS_FILE maps a catalogue
@@ -61,7 +62,11 @@ export interface RouteSpec {
   serves?: Record<string, Array<string | number | boolean>>
 }
 
-export interface RoutingTable { routes: Record<string, RouteSpec[]> }
+export interface RoutingTable {
+  routes: Record<string, RouteSpec[]>
+  /** Per-provider limits for our account: request budget and concurrency (src/providers/budget.ts). */
+  providers?: Record<string, ProviderSettings>
+}
 
 export const CATALOGUE_MODEL_IDS: readonly string[] = [...VIDEO_MODEL_IDS, ...IMAGE_MODEL_IDS, ...AUDIO_MODEL_IDS]
 
@@ -74,7 +79,7 @@ const REF_KEYS = new Set(['from', 'as', 'map', 'default', 'prefix', 'suffix'])
 /** Parses and validates a routing document; throws an Error naming the first mistake. */
 export function parseRouting (doc: unknown, env: Record<string, string | undefined>, where = 'PROVIDERS_FILE'): RoutingTable {
   if (!isObject(doc)) throw new Error(`${where}: must be a JSON object {"routes": {...}}`)
-  for (const k of Object.keys(doc)) if (k !== 'routes' && !k.startsWith('$') && k !== 'comment') throw new Error(`${where}: unknown key ${JSON.stringify(k)} (expected "routes")`)
+  for (const k of Object.keys(doc)) if (k !== 'routes' && k !== 'providers' && !k.startsWith('$') && k !== 'comment') throw new Error(`${where}: unknown key ${JSON.stringify(k)} (expected "routes" or "providers")`)
   const routes = doc.routes
   if (!isObject(routes)) throw new Error(`${where}: "routes" must be an object of model id -> [route, ...]`)
   const out: Record<string, RouteSpec[]> = {}
@@ -83,7 +88,8 @@ export function parseRouting (doc: unknown, env: Record<string, string | undefin
     if (!Array.isArray(list) || list.length === 0) throw new Error(`${where}: routes.${model} must be a non-empty array of routes`)
     out[model] = list.map((r, i) => parseRoute(r, `${where}: routes.${model}[${i}]`, env))
   }
-  return { routes: out }
+  if (doc.providers === undefined) return { routes: out }
+  return { routes: out, providers: parseProviderSettings(doc.providers, where) }
 }
 
 function parseRoute (r: unknown, at: string, env: Record<string, string | undefined>): RouteSpec {

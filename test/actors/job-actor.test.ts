@@ -188,19 +188,19 @@ t.test('a job created on a full route holds its queue place from creation (waitF
   const host = hostOf(0)
   const provider = providerOf({ polls: 1 })
   const route = new Route('m#0:fake:m', 'nano-banana', { provider: 'simulated', model: 'm' }, provider, 1)
-  route.acquire() // another job holds the route's only slot
   const row = rowOf({ status: 'queued', provider_job_id: null })
   const pj: ProviderJob = { id: row.id, type: row.type, model: row.model, text: 'p', estimatedSeconds: 1, request: {} }
+  t.ok(await route.take(pj, 'job_OTHEROTHEROTHER'), 'another job holds the route\'s only slot')
   const job = new JobActor(row, pj, [route], host, 100, 0, null)
   job.waitFor(route)
   t.equal(route.queued, 1, 'queued at once, no tick has run')
   t.equal(route.state().queued, 1, 'health sees it')
   job.waitFor(route)
   t.equal(route.queued, 1, 'a second call keeps one place')
-  t.notOk(route.hasRoom(pj, 'job_BBBBBBBBBBBBBBBB'), 'a later job waits behind it')
+  t.notOk(await route.take(pj, 'job_BBBBBBBBBBBBBBBB'), 'a later job waits behind it')
   job.schedule(0)
   t.ok(await until(() => host.calls.length > 0 || provider.submits.length > 0, 100) === false, 'no submission while the route is full')
-  route.release() // room frees: the queue's first is woken
+  route.release('job_OTHEROTHEROTHER') // room frees: the queue's first is woken
   t.ok(await until(() => job.terminal), 'submitted and completed')
   t.equal(provider.submits.length, 1)
   t.equal(route.queued, 0)

@@ -88,35 +88,41 @@ export class ReplicateAdapter implements UpstreamAdapter {
     return false
   }
 
-  /** Predictions created since `q.since` that are this submission's, oldest first (see the header). */
+  /**
+   * Predictions created since `q.since` that are this submission's, oldest first (see the
+   * header): those whose webhook names our job; only when none does, those without a webhook
+   * of the same model and input (a prediction made without one, or a list that does not echo it).
+   */
   async find (q: UpstreamLookup, signal?: AbortSignal): Promise<UpstreamHandle[]> {
-    const mine = (p: any): boolean => {
-      if (typeof p?.id !== 'string' || p.id === '') return false
-      if (typeof p.webhook === 'string' && p.webhook !== '') return jobIdOfCallbackUrl(p.webhook) === q.jobId
-      const version = versionOf(q.model)
-      const sameModel = version !== null ? p.version === version : p.model === q.model
-      return sameModel && sameInput(p.input, q.input)
+    const version = versionOf(q.model)
+    const byWebhook = (p: any): boolean => typeof p?.webhook === 'string' && p.webhook !== '' && jobIdOfCallbackUrl(p.webhook) === q.jobId
+    const byInput = (p: any): boolean => (typeof p?.webhook !== 'string' || p.webhook === '') &&
+      (version !== null ? p?.version === version : p?.model === q.model) && sameInput(p?.input, q.input)
+    const pick = (list: any[]): UpstreamHandle[] => {
+      const ok = list.filter(p => typeof p?.id === 'string' && p.id !== '')
+      const hooked = ok.filter(byWebhook)
+      return (hooked.length > 0 ? hooked : ok.filter(byInput)).map(p => ({ id: p.id as string, model: q.model }))
     }
     if (q.candidate) {
       const res = await upstreamRequest('replicate', 'GET', `${this.base}/v1/predictions/${encodeURIComponent(q.candidate)}`, { ...this.cfg, headers: this.auth, signal })
       if (res.status === 404) return []
       if (res.status < 200 || res.status >= 300) throw notAVerdict('replicate prediction', res)
-      return mine(res.json) ? [{ id: res.json.id, model: q.model }] : []
+      return pick([res.json])
     }
-    const found: string[] = []
+    const seen: any[] = []
     let url: string | null = `${this.base}/v1/predictions?created_after=${encodeURIComponent(q.since.toISOString())}`
     for (let page = 0; page < LOOKUP_PAGES && url !== null; page++) {
       const res = await upstreamRequest('replicate', 'GET', url, { ...this.cfg, headers: this.auth, signal })
       if (res.status < 200 || res.status >= 300) throw notAVerdict('replicate prediction list', res)
       if (!Array.isArray(res.json?.results)) throw new UpstreamUnavailable('replicate prediction list: answer without results', res.status)
-      for (const p of res.json.results) if (mine(p)) found.push(p.id)
+      seen.push(...res.json.results)
       // Only a `next` on our own API host is followed (the token goes with it).
       const next: unknown = res.json.next
       url = typeof next === 'string' && next.startsWith(`${this.base}/`) ? next : null
     }
     if (url !== null) throw new UpstreamUnavailable(`replicate prediction list: more than ${LOOKUP_PAGES * 100} predictions since ${q.since.toISOString()}`)
     // The list is newest first.
-    return found.reverse().map(id => ({ id, model: q.model }))
+    return pick(seen.reverse())
   }
 
   async verifyCallback (req: RawCallback): Promise<VerifiedCallback> {

@@ -148,10 +148,10 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
       if (p.lookup === 'list') {
         let found: UpstreamHandle[] | null = null
         try {
-          const left = Math.max(1000, deps.submitTimeoutMs - (performance.now() - submitted))
+          const left = Math.max(1000, Math.round(deps.submitTimeoutMs - (performance.now() - submitted)))
           found = await findLost(deps.sql, r, pj, spec.prompt, deps.publicBaseUrl, new Date(sentAt - LOOKUP_MARGIN_MS), undefined, AbortSignal.timeout(left))
         } catch (err) {
-          events.push({ job_id: id, source: 'lookup', route: r.key, state: 'unavailable', detail: { error: String((err as Error)?.message ?? err) } })
+          events.push({ job_id: id, source: 'submit', route: r.key, state: 'lookup_failed', detail: { error: String((err as Error)?.message ?? err) } })
         }
         if (found !== null && found.length > 0) {
           // It was created: it is this job's upstream job (charged once, as an accepted one).
@@ -166,7 +166,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
           break
         }
         if (found === null) { lost = true; submission = null; break } // cannot tell: the job waits on this route
-        events.push({ job_id: id, source: 'lookup', route: r.key, state: 'not_found', detail: null })
+        events.push({ job_id: id, source: 'submit', route: r.key, state: 'not_found', detail: null })
       } else if (p.lookup === 'callback' && p.takesCallbacks) {
         // No job list (Kie): the job waits for the callback our job id travels in.
         lost = true

@@ -516,12 +516,12 @@ export class JobActor {
         return
       }
       if (candidate !== undefined) {
-        await this.host.record([this.ev('lookup', 'not_ours', { upstream_id: candidate })])
+        await this.host.record([this.ev('submit', 'not_ours', { upstream_id: candidate })])
         this.schedule(lost.candidates.length > 0 ? 0 : QUEUED_RECHECK_MS)
         return
       }
       // Listed and not there: it was never created; this route may take the job again.
-      await this.host.record([this.ev('lookup', 'not_found', { since: lost.since.toISOString() })])
+      await this.host.record([this.ev('submit', 'not_found', { since: lost.since.toISOString() })])
       this.lost = null
       if (this.holdsSlot) { this.holdsSlot = false; r.release() }
       this.schedule(0)
@@ -535,7 +535,7 @@ export class JobActor {
     // Nothing can find it: never this route again for this job (a second paid job), the next one.
     this.lost = null
     if (this.holdsSlot) { this.holdsSlot = false; r.release() }
-    await this.host.record([this.ev('lookup', 'impossible', { note: 'no job list and no callbacks: not sent again on this route' })])
+    await this.host.record([this.ev('submit', 'lookup_impossible', { note: 'no job list and no callbacks: not sent again on this route' })])
     const next = this.nextServing(this.routeIndex + 1)
     if (next >= 0) { this.routeIndex = next; this.schedule(0); return }
     await this.host.fail(this, 'No provider could take this job; credits refunded', false)

@@ -8,7 +8,7 @@ import type { UpstreamHandle } from '../providers/upstream.js'
 
 export interface UpstreamEvent {
   job_id: string
-  source: 'submit' | 'refused' | 'poll' | 'callback' | 'cancel' | 'deadline' | 'late' | 'stored' | 'store_failed' | 'lookup' | 'orphan'
+  source: 'submit' | 'refused' | 'poll' | 'callback' | 'cancel' | 'deadline' | 'late' | 'stored' | 'store_failed'
   route: string | null
   state: string
   detail?: Record<string, unknown> | null

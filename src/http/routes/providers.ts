@@ -89,7 +89,7 @@ async function callback (ctx: RouteContext) {
     const row = named ? await getJob(ctx.services.sql, named) : undefined
     if (!row || row.provider_job_id === v.upstreamId) return { status: 200, body: { received: true, job_id: null, outcome: 'unknown_upstream_id' } }
     if (row.status === 'completed' || row.status === 'failed' || row.status === 'cancelled') {
-      await appendEvents(ctx.services.sql, [{ job_id: row.id, source: 'orphan', route: null, state: v.state?.state ?? 'seen', detail: { provider: name, upstream_id: v.upstreamId, note: 'an upstream job named for this job after it ended; no money moved' } }])
+      await appendEvents(ctx.services.sql, [{ job_id: row.id, source: 'late', route: null, state: 'duplicate', detail: { provider: name, upstream_id: v.upstreamId, state: v.state?.state ?? null, note: 'an upstream job named for this job after it ended; no money moved' } }])
       return { status: 200, body: { received: true, job_id: row.id, outcome: 'already_terminal' } }
     }
     const outcome = await ctx.services.shards.ask(Number(row.account_id), { type: 'job.callback', accountId: Number(row.account_id), jobId: row.id, upstream: { provider: name, id: v.upstreamId } })
@@ -123,7 +123,7 @@ const AdminJob = Type.Object({
   owner: Type.Union([Type.String(), Type.Null()]),
   upstream_events: Type.Array(Type.Object({
     at: Type.String({ format: 'date-time' }),
-    source: Type.String({ description: 'submit | refused | poll | callback | cancel | deadline | late | stored | store_failed | lookup | orphan' }),
+    source: Type.String({ description: 'submit | refused | poll | callback | cancel | deadline | late | stored | store_failed (submit states: submitted, unanswered, found, not_found, not_ours, lookup_failed, lookup_impossible)' }),
     route: Type.Union([Type.String(), Type.Null()]),
     state: Type.String(),
     detail: Type.Unknown(),

@@ -45,7 +45,9 @@ const LOOKUP_TIMEOUT_MS = 30_000
  * URL the submission carried), less those another job already holds. Oldest first; [] when the
  * provider has none; throws when it cannot tell.
  */
-export async function findLost (sql: Q, route: Route, job: ProviderJob, prompt: string | null, publicBaseUrl: string, since: Date, candidate?: string, signal?: AbortSignal): Promise<UpstreamHandle[]> {
+export async function findLost (
+  sql: Q, route: Route, job: ProviderJob, prompt: string | null, publicBaseUrl: string, since: Date, candidate?: string, signal?: AbortSignal
+): Promise<UpstreamHandle[]> {
   const p = route.provider
   if (!p.find) return []
   const found = await p.find({

@@ -124,7 +124,9 @@ export class UpstreamUnavailable extends Error {
    * `notCreated`: the provider answered and made nothing (Kie's body codes 429/455/500 with no
    * taskId, fal's 409 after retries), so sending again cannot duplicate a job.
    */
-  constructor (message: string, readonly httpStatus: number | null = null, readonly retryAfterMs: number | null = null, readonly notCreated = false) { super(message) }
+  constructor (
+    message: string, readonly httpStatus: number | null = null, readonly retryAfterMs: number | null = null, readonly notCreated = false
+  ) { super(message) }
 }
 
 /**
@@ -146,7 +148,10 @@ export function sameInput (a: unknown, b: unknown): boolean {
 
 function canonical (v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`
-  if (v && typeof v === 'object') return `{${Object.keys(v).sort().filter(k => (v as any)[k] !== undefined).map(k => `${JSON.stringify(k)}:${canonical((v as any)[k])}`).join(',')}}`
+  if (v && typeof v === 'object') {
+    const o = v as Record<string, unknown>
+    return `{${Object.keys(o).sort().filter(k => o[k] !== undefined).map(k => `${JSON.stringify(k)}:${canonical(o[k])}`).join(',')}}`
+  }
   return JSON.stringify(v) ?? 'null'
 }
 

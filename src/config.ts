@@ -138,7 +138,7 @@ function storageDriver (v: string | undefined): 'local' | 's3' {
 }
 
 /** The provider env variables (DESIGN.md 7): credentials and endpoints, passed to the shards as data. */
-export const PROVIDER_ENV = ['FAL_KEY', 'FAL_QUEUE_URL', 'FAL_JWKS_URL', 'REPLICATE_API_TOKEN', 'REPLICATE_API_URL', 'REPLICATE_WEBHOOK_SECRET', 'KIE_API_KEY', 'KIE_API_URL', 'KIE_WEBHOOK_HMAC_KEY'] as const
+export const PROVIDER_ENV = ['FAL_KEY', 'FAL_QUEUE_URL', 'FAL_JWKS_URL', 'FAL_API_URL', 'REPLICATE_API_TOKEN', 'REPLICATE_API_URL', 'REPLICATE_WEBHOOK_SECRET', 'KIE_API_KEY', 'KIE_API_URL', 'KIE_WEBHOOK_HMAC_KEY'] as const
 
 function providerEnv (env: NodeJS.ProcessEnv): Record<string, string> {
   const out: Record<string, string> = {}

@@ -8,10 +8,10 @@ import type { JobRow } from '../jobs/view.js'
 import type { CreatedJobView, JobCaller, JobSpec } from '../domain.js'
 import type { Providers, Route } from '../providers/registry.js'
 import { unsupportedOption } from '../providers/capabilities.js'
-import { UpstreamRefused, UpstreamUnavailable, type ProviderJob, type UpstreamHandle } from '../providers/provider.js'
+import { mayHaveCreated, UpstreamRefused, UpstreamUnavailable, type ProviderJob, type UpstreamHandle } from '../providers/provider.js'
 import type { ResultRules } from '../providers/results.js'
-import type { UpstreamJobRow } from './job-actor.js'
-import { deadlineOf, submitOn } from './upstream-jobs.js'
+import { LOOKUP_MARGIN_MS, type UpstreamJobRow } from './job-actor.js'
+import { deadlineOf, findLost, submitOn } from './upstream-jobs.js'
 import type { Storage } from '../storage/storage.js'
 import type { AccountActor } from './account-actor.js'
 import { refusedCharge } from './decide.js'
@@ -98,6 +98,11 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
 
   let submission: Promise<UpstreamHandle> | null = null
   let timedOut = false
+  /** A submission without a definitive answer that could not be looked up yet: the job waits on it. */
+  let lost = false
+  /** Upstream jobs found beyond the first for a lost submission: duplicates, cancelled. */
+  let duplicates: UpstreamHandle[] = []
+  let sentAt = 0
   let handle: UpstreamHandle | null = null
   let route: Route | null = null
   let holds = false
@@ -112,6 +117,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
     if (!(await r.take(pj, id))) { row.status = 'queued'; break }
     holds = true
     const submitted = performance.now()
+    sentAt = Date.now()
     submission = submitOn(r, pj, spec.prompt, deps.publicBaseUrl)
     let timer: NodeJS.Timeout | undefined
     const answer = await Promise.race([
@@ -131,6 +137,43 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
       if (r.recordsHistory) events.push({ job_id: id, source: 'submit', route: r.key, state: 'submitted', detail: { upstream_id: handle.id } })
       break
     }
+    if (mayHaveCreated(answer.e) && r.recordsHistory && !r.provider.simulated) {
+      // No definitive answer (5xx, connection lost): the provider may have created the job.
+      // Nothing is sent again on this route before it has been looked for (docs/providers.md
+      // "No duplicate upstream jobs"); the route's breaker counts it as a failure.
+      r.breaker.failure()
+      events.push({ job_id: id, source: 'submit', route: r.key, state: 'unanswered', detail: { error: String((answer.e as Error)?.message ?? answer.e) } })
+      const p = r.provider
+      if (p.lookup === 'list') {
+        let found: UpstreamHandle[] | null = null
+        try {
+          const left = Math.max(1000, Math.round(deps.submitTimeoutMs - (performance.now() - submitted)))
+          found = await findLost(deps.sql, r, pj, spec.prompt, deps.publicBaseUrl, new Date(sentAt - LOOKUP_MARGIN_MS), undefined, AbortSignal.timeout(left))
+        } catch (err) {
+          events.push({ job_id: id, source: 'submit', route: r.key, state: 'lookup_failed', detail: { error: String((err as Error)?.message ?? err) } })
+        }
+        if (found !== null && found.length > 0) {
+          // It was created: it is this job's upstream job (charged once, as an accepted one).
+          handle = found[0]
+          duplicates = found.slice(1)
+          row.provider_job_id = handle.id
+          row.upstream = handle
+          row.route = r.key
+          row.submitted_at = new Date()
+          submission = null
+          events.push({ job_id: id, source: 'submit', route: r.key, state: 'found', detail: { upstream_id: handle.id, via: 'lookup' } })
+          break
+        }
+        if (found === null) { lost = true; submission = null; break } // cannot tell: the job waits on this route
+        events.push({ job_id: id, source: 'submit', route: r.key, state: 'not_found', detail: null })
+      } else if (p.lookup === 'callback' && p.takesCallbacks) {
+        // No job list (Kie): the job waits for the callback our job id travels in.
+        lost = true
+        submission = null
+        break
+      }
+      // Not created (looked, not found), or nothing can find it: the next route, never this one.
+    }
     r.release(id)
     holds = false
     submission = null
@@ -147,7 +190,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
     // never the client (docs/decisions.md). Only the indefinite kind counts toward the route's
     // breaker: a refusal of this input says nothing about the route (docs/providers.md).
     if (answer.e instanceof UpstreamRefused) r.breaker.refused()
-    else r.breaker.failure()
+    else if (!mayHaveCreated(answer.e) || !r.recordsHistory || r.provider.simulated) r.breaker.failure() // else counted above
     lastError = answer.e
     if (r.recordsHistory) events.push({ job_id: id, source: 'refused', route: r.key, state: answer.e instanceof UpstreamRefused ? 'refused' : 'unavailable', detail: { error: String((answer.e as Error)?.message ?? answer.e) } })
     route = null
@@ -210,9 +253,14 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
     if (holds) job.took(on)
     if (retryAfterMs > 0) job.retryAfter(retryAfterMs)
     else if (row.status === 'queued' && on.provider.accepts(pj)) job.waitFor(on)
+    for (const x of duplicates) job.candidate(on.provider.name, x.id)
     if (timedOut && submission) {
-      job.awaitSubmission(submission)
+      job.awaitSubmission(submission, sentAt)
       throw new ApiError('GATEWAY_TIMEOUT', `The provider did not answer within ${deps.submitTimeoutMs} ms; the job ${id} was created and charged and is still running. Poll GET /v1/jobs/${id} instead of resubmitting`, { details: { job_id: id } })
+    }
+    if (lost) {
+      job.schedule(0)
+      throw new ApiError('GATEWAY_TIMEOUT', `The provider did not confirm the submission; the job ${id} was created and charged and is still running. Poll GET /v1/jobs/${id} instead of resubmitting`, { details: { job_id: id } })
     }
     job.schedule(row.status === 'queued' ? 0 : undefined)
   }

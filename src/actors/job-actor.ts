@@ -1,6 +1,6 @@
 import type { JobRow, JobStatus } from '../jobs/view.js'
 import type { UpstreamEvent } from '../db/upstream.js'
-import { UpstreamRefused, UpstreamUnavailable, type ProviderJob, type UpstreamHandle, type UpstreamState } from '../providers/provider.js'
+import { mayHaveCreated, UpstreamRefused, UpstreamUnavailable, type ProviderJob, type UpstreamHandle, type UpstreamState } from '../providers/provider.js'
 import type { Route } from '../providers/registry.js'
 import { ResultRejected, storeResult, type ResultRules } from '../providers/results.js'
 import { thumbnailFor } from '../providers/library-media.js'
@@ -20,6 +20,16 @@ export interface JobHost {
   fail (job: JobActor, message: string, policyViolation: boolean, events?: UpstreamEvent[]): Promise<void>
   /** Submits on `route` with the route's mapped input and our callback URL. */
   submitWith (job: JobActor, route: Route): Promise<UpstreamHandle>
+  /**
+   * A submission on `route` got no definitive answer: persist status `submitted` on that route
+   * without a handle (a resumed job then looks for it first) and the history.
+   */
+  unanswered (job: JobActor, route: Route, events: UpstreamEvent[]): Promise<void>
+  /**
+   * The upstream jobs on `route` that are this job's lost submission (or `candidate`, an id a
+   * callback named), oldest first, without those another job already holds (upstream-jobs.ts).
+   */
+  find (job: JobActor, route: Route, since: Date, candidate?: string): Promise<UpstreamHandle[]>
   /** History only (refused routes, failed downloads). */
   record (events: UpstreamEvent[]): Promise<void>
   /** The deadline of a job a provider got now (DESIGN.md 5: counted from submission). */
@@ -42,6 +52,13 @@ const POLL_GRID_MS = 10
 const QUEUED_RECHECK_MS = 5000
 /** Budget of the best-effort upstream cancel before a deadline refund. */
 const CANCEL_BUDGET_MS = 10_000
+/** A lost submission is looked for from this long before it was sent (clocks differ). */
+export const LOOKUP_MARGIN_MS = 120_000
+/** The client's message when the provider refused the job's input after taking it (fal 422). */
+export const INPUT_REFUSED = 'The provider could not run this job with these inputs; credits refunded'
+/** The client's message for any other failure a real provider reported (its text is in the history). */
+export const PROVIDER_FAILED = 'The provider failed the job; credits refunded'
+export const PROVIDER_POLICY = 'The provider refused this job under its content policy; credits refunded'
 
 /**
  * One job's state machine (SPEC.md section 3): queued -> submitted -> processing ->
@@ -79,6 +96,16 @@ export class JobActor {
   oneShot = false
   /** Not before this time (upstream 429 Retry-After). */
   private notBefore = 0
+  /** When the outstanding submission was sent (the lookup window of a lost one starts there). */
+  private sentAt = Date.now()
+  /**
+   * A submission on the current route that got no definitive answer (timeout, 5xx, connection
+   * lost): nothing is sent again on that route until it has been looked for (docs/providers.md
+   * "No duplicate upstream jobs"). `candidates`: upstream ids callbacks named for this job.
+   */
+  lost: { since: Date; candidates: string[] } | null = null
+  /** Upstream ids callbacks named for this job while it runs on another one: checked, then cancelled. */
+  private readonly orphans: Array<{ provider: string; id: string }> = []
 
   constructor (
     readonly row: UpstreamJobRow, readonly pj: ProviderJob, readonly routes: Route[], private readonly host: JobHost, expectedMs: number,
@@ -87,6 +114,13 @@ export class JobActor {
     this.basePollMs = Math.min(MAX_POLL_MS, Math.max(MIN_POLL_MS, Math.round(expectedMs / 10)))
     this.routeIndex = routeIndex
     this.handle = handle
+    // `submitted` without a handle on a real route: a submission was sent and its answer never
+    // came (creation timed out, the connection was lost, or the process stopped meanwhile).
+    const r = this.route
+    if (handle === null && row.status === 'submitted' && r && r.recordsHistory && !r.provider.simulated) {
+      const from = row.submitted_at ?? row.updated_at ?? row.created_at
+      this.lost = { since: new Date(from.getTime() - LOOKUP_MARGIN_MS), candidates: [] }
+    }
   }
 
   get id (): string { return this.row.id }
@@ -104,7 +138,7 @@ export class JobActor {
     if (this.running) { this.next = this.next === undefined ? delayMs : Math.min(this.next, delayMs); return }
     if (this.timer) clearTimeout(this.timer)
     // A job a provider holds wakes up at its deadline, not only at the next poll.
-    if (this.handle !== null || this.submitting) {
+    if (this.handle !== null || this.submitting || this.lost) {
       const until = this.row.deadline_at.getTime() - Date.now()
       if (until >= 0) delayMs = Math.min(delayMs, until + 1)
     }
@@ -177,9 +211,25 @@ export class JobActor {
     this.schedule(0)
   }
 
+  /**
+   * A verified callback named `id` on `provider` for this job, but no job holds that id (the
+   * answer to its submission was lost, or a duplicate exists): checked against the provider,
+   * then adopted (a lost submission on that provider) or cancelled (the job runs elsewhere).
+   */
+  candidate (provider: string, id: string): void {
+    if (this.terminal || this.handle?.id === id) return
+    if (this.lost && this.route.provider.name === provider) {
+      if (!this.lost.candidates.includes(id)) this.lost.candidates.push(id)
+    } else if (!this.orphans.some(o => o.id === id)) {
+      this.orphans.push({ provider, id })
+    }
+    this.schedule(0)
+  }
+
   /** Adopts the answer of a submission that timed out at creation (or a queued job's submit). */
-  awaitSubmission (p: Promise<UpstreamHandle>): void {
+  awaitSubmission (p: Promise<UpstreamHandle>, sentAt = Date.now()): void {
     this.submitting = p
+    this.sentAt = sentAt
     this.answer = null
     this.schedule()
     // Noted here, persisted by tick(): a failed write is retried like any other.
@@ -202,8 +252,10 @@ export class JobActor {
     if (this.terminal) return
     // The deadline runs only while a provider holds the job or its submission is outstanding
     // (DESIGN.md 5, issue 10 point 9): a job queued for capacity waits as long as it takes.
-    if ((this.submitting || this.handle !== null) && Date.now() >= this.row.deadline_at.getTime()) return this.deadline()
+    if ((this.submitting || this.handle !== null || this.lost) && Date.now() >= this.row.deadline_at.getTime()) return this.deadline()
     if (this.submitting) return this.settleSubmission()
+    if (this.orphans.length > 0) return this.cancelOrphan(this.orphans.shift()!)
+    if (this.lost) return this.lookFor(this.lost)
     if (this.handle === null) return this.trySubmit()
     let st: UpstreamState
     let source: 'poll' | 'callback' = 'poll'
@@ -279,9 +331,21 @@ export class JobActor {
         await this.host.complete(this, url, [...events, this.ev('stored', 'succeeded', { outputs: st.outputs.length, url, thumbnail_url: thumb })], thumb)
         return
       }
-      case 'failed':
-        await this.host.fail(this, st.reason || 'The provider failed the job', st.contentPolicy, events)
+      case 'failed': {
+        if (this.route.provider.simulated) {
+          await this.host.fail(this, st.reason || 'The provider failed the job', st.contentPolicy, events)
+          return
+        }
+        // A real provider's failure: the client reads a neutral message (no provider name, no
+        // upstream text; README "Real providers"), the operator the reason in the history. An
+        // input refused after acceptance (fal's late 422) is the request's fault: the route's
+        // breaker never sees it (polls do not count), and the message says so.
+        const message = st.inputRefused ? INPUT_REFUSED : st.contentPolicy ? PROVIDER_POLICY : PROVIDER_FAILED
+        const detail = { reason: st.reason, ...(st.inputRefused ? { input_refused: true } : {}) }
+        const history = events.length ? events.map(e => ({ ...e, detail: { ...(e.detail ?? {}), ...detail } })) : [this.ev(source, 'failed', detail)]
+        await this.host.fail(this, message, st.contentPolicy, history)
         return
+      }
       case 'canceled':
         await this.host.fail(this, 'The provider cancelled the job; credits refunded', false, events)
     }
@@ -295,8 +359,11 @@ export class JobActor {
         cancelled = await this.route.provider.cancel(this.handle, AbortSignal.timeout(CANCEL_BUDGET_MS))
       } catch (err) { cancelled = String((err as Error)?.message ?? err) }
     }
+    // 'requested' (fal 202): the app may still finish and bill; its callback is recorded after
+    // the refund ('late' events in the history), no money moves (refund rules unchanged).
+    const state = cancelled === true ? 'canceled' : cancelled === 'requested' ? 'cancel_requested' : 'unconfirmed'
     await this.host.fail(this, 'The provider did not finish the job before its deadline; credits refunded', false,
-      [this.ev('cancel', cancelled === true ? 'canceled' : 'unconfirmed', { answer: cancelled }), this.ev('deadline', 'failed')])
+      [this.ev('cancel', state, { answer: cancelled }), this.ev('deadline', 'failed')])
   }
 
   /** Routes this job's request can run on (capability routing), by route, computed once. */
@@ -350,7 +417,7 @@ export class JobActor {
       this.holdsSlot = true
       // The deadline counts from submission (persisted with the handle by host.submitted).
       this.row.deadline_at = this.host.deadlineFrom(this, r, Date.now())
-      this.awaitSubmission(this.host.submitWith(this, r))
+      this.awaitSubmission(this.host.submitWith(this, r), Date.now())
       return
     }
     // Every route's breaker is open: look again later.
@@ -363,6 +430,7 @@ export class JobActor {
     const r = this.route
     if ('handle' in a) {
       r.breaker.success()
+      this.lost = null
       this.lastState = 'submitted'
       await this.host.submitted(this, r, a.handle, [this.ev('submit', 'submitted', { upstream_id: a.handle.id })])
       this.handle = a.handle
@@ -375,6 +443,18 @@ export class JobActor {
     const err = a.error
     this.submitting = null
     this.answer = null
+    this.lost = null
+    if (mayHaveCreated(err) && r.recordsHistory && !r.provider.simulated) {
+      // No definitive answer: the provider may have created the job. Nothing is sent again on
+      // this route before it has been looked for (lookFor); the slot stays held meanwhile, as
+      // the upstream job may be using the capacity.
+      r.breaker.failure()
+      this.lost = { since: new Date(this.sentAt - LOOKUP_MARGIN_MS), candidates: [] }
+      this.host.log('submission unanswered; looking for it before anything is sent again', { job: this.id, err: String(err) })
+      await this.host.unanswered(this, r, [this.ev('submit', 'unanswered', { error: String((err as Error)?.message ?? err), sent_at: new Date(this.sentAt).toISOString() })])
+      this.schedule(0)
+      return
+    }
     if (this.holdsSlot) { this.holdsSlot = false; r.release(this.id) }
     if (err instanceof UpstreamRefused) {
       // Definitive: this route will not run the job; the next one may (the job stays charged once).
@@ -395,6 +475,90 @@ export class JobActor {
     if (ra) this.notBefore = Date.now() + ra
     this.host.log('submission failed; retrying', { job: this.id, err: String(err), errors: this.errors })
     this.schedule(Math.max(ra ?? 0, this.backoffMs()))
+  }
+
+  /**
+   * A lost submission (docs/providers.md "No duplicate upstream jobs"): look for it where the
+   * provider can tell (its job list, or a task a callback named). Found: it is the job's
+   * upstream job (later matches are duplicates, cancelled). Listed and not found: it was never
+   * created, the same route may be tried again. A provider without a list (Kie) is waited on
+   * for its callback when callbacks are configured (until the deadline); without callbacks
+   * nothing can find it, so the job moves to the next route that serves it, never this one.
+   */
+  private async lookFor (lost: { since: Date; candidates: string[] }): Promise<void> {
+    const r = this.route
+    const p = r.provider
+    const candidate = lost.candidates.shift()
+    if (p.find && (p.lookup === 'list' || candidate !== undefined)) {
+      let found: UpstreamHandle[]
+      try {
+        found = await this.host.find(this, r, lost.since, candidate)
+        this.errors = 0
+      } catch (err) {
+        // The provider cannot tell now: look again later; nothing is sent meanwhile.
+        if (candidate !== undefined) lost.candidates.unshift(candidate)
+        this.errors++
+        const ra = err instanceof UpstreamUnavailable ? err.retryAfterMs : null
+        this.host.log('lookup of a lost submission failed', { job: this.id, err: String(err), errors: this.errors })
+        this.schedule(Math.max(ra ?? 0, this.backoffMs()))
+        return
+      }
+      if (this.terminal || this.lost !== lost) return
+      if (found.length > 0) {
+        const [h, ...extra] = found
+        this.lost = null
+        this.lastState = 'submitted'
+        if (!this.holdsSlot) { r.adopt(this.id); this.holdsSlot = true }
+        await this.host.submitted(this, r, h, [this.ev('submit', 'found', { upstream_id: h.id, via: candidate !== undefined ? 'callback' : 'lookup' })])
+        this.handle = h
+        for (const x of extra) this.orphans.push({ provider: p.name, id: x.id })
+        this.schedule(this.orphans.length > 0 ? 0 : undefined)
+        return
+      }
+      if (candidate !== undefined) {
+        await this.host.record([this.ev('submit', 'not_ours', { upstream_id: candidate })])
+        this.schedule(lost.candidates.length > 0 ? 0 : QUEUED_RECHECK_MS)
+        return
+      }
+      // Listed and not there: it was never created; this route may take the job again.
+      await this.host.record([this.ev('submit', 'not_found', { since: lost.since.toISOString() })])
+      this.lost = null
+      if (this.holdsSlot) { this.holdsSlot = false; r.release(this.id) }
+      this.schedule(0)
+      return
+    }
+    if (p.lookup === 'callback' && p.takesCallbacks) {
+      // Kie lists no tasks: its callback (our job id in the URL) names the task when it ends.
+      this.schedule(QUEUED_RECHECK_MS)
+      return
+    }
+    // Nothing can find it: never this route again for this job (a second paid job), the next one.
+    this.lost = null
+    if (this.holdsSlot) { this.holdsSlot = false; r.release(this.id) }
+    await this.host.record([this.ev('submit', 'lookup_impossible', { note: 'no job list and no callbacks: not sent again on this route' })])
+    const next = this.nextServing(this.routeIndex + 1)
+    if (next >= 0) { this.routeIndex = next; this.schedule(0); return }
+    await this.host.fail(this, 'No provider could take this job; credits refunded', false)
+  }
+
+  /** An upstream job a callback named for this job while it runs on another: ours? then cancel it. */
+  private async cancelOrphan (o: { provider: string; id: string }): Promise<void> {
+    const r = this.routes.find(x => x.provider.name === o.provider && x.provider.find)
+    if (!r) { this.schedule(0); return }
+    let mine: UpstreamHandle[]
+    try { mine = await this.host.find(this, r, new Date(this.row.created_at.getTime() - LOOKUP_MARGIN_MS), o.id) } catch (err) {
+      this.orphans.push(o)
+      this.errors++
+      this.host.log('checking a duplicate upstream job failed', { job: this.id, err: String(err) })
+      this.schedule(this.backoffMs())
+      return
+    }
+    if (mine.length === 0) { this.schedule(0); return } // not this job's: nothing to do
+    let answer: boolean | string
+    try { answer = await r.provider.cancel(mine[0], AbortSignal.timeout(CANCEL_BUDGET_MS)) } catch (err) { answer = String((err as Error)?.message ?? err) }
+    const state = answer === true ? 'canceled' : answer === 'requested' ? 'cancel_requested' : 'unconfirmed'
+    await this.host.record([{ job_id: this.id, source: 'cancel', route: r.key, state, detail: { upstream_id: o.id, duplicate: true, answer } }])
+    this.schedule(0)
   }
 
   /**

@@ -2,7 +2,7 @@ import { ApiError } from '../errors.js'
 import { getJob, updateJobProgress } from '../db/jobs.js'
 import { within } from '../db/connect.js'
 import { endJob } from '../db/ledger.js'
-import { appendEvents, recordSubmission, type UpstreamEvent } from '../db/upstream.js'
+import { appendEvents, recordSubmission, recordUnanswered, type UpstreamEvent } from '../db/upstream.js'
 import { directiveTextOf } from '../jobs/spec.js'
 import { TERMINAL, viewOf, type JobRow, type JobStatus, type JobView } from '../jobs/view.js'
 import type { AccountView } from '../domain.js'
@@ -15,7 +15,7 @@ import type { ActorDeps } from './creation.js'
 import { JobActor, type JobHost, type UpstreamJobRow } from './job-actor.js'
 import type { Mailbox } from './mailbox.js'
 import type { KeySlots } from './slots.js'
-import { deadlineOf, submitOn } from './upstream-jobs.js'
+import { deadlineOf, findLost, submitOn } from './upstream-jobs.js'
 
 /** No upstream history (shared, never written to). */
 const NONE: UpstreamEvent[] = Object.freeze([]) as unknown as UpstreamEvent[]
@@ -89,8 +89,9 @@ export class LiveJobs implements JobHost {
     if (this.jobs.has(row.id)) return
     this.a.slots.run(row.key_id, row.id, this.a.state !== null)
     const job = this.adopt(row)
-    // A submitted job holds a slot of its route's capacity again.
-    if (job.handle !== null) { job.route.adopt(job.id); job.took(job.route) }
+    // A submitted job holds a slot of its route's capacity again (a lost submission too: the
+    // upstream job it may have created uses that capacity).
+    if (job.handle !== null || job.lost) { job.route.adopt(job.id); job.took(job.route) }
     job.schedule(1)
   }
 
@@ -100,9 +101,16 @@ export class LiveJobs implements JobHost {
    * when the callback reports an end: the terminal transition is a conditional UPDATE with the
    * refund in the same transaction, so exactly one node moves the money.
    */
-  callback (jobId: string, state: UpstreamState | undefined): Promise<'live' | 'settled' | 'ignored'> {
+  callback (jobId: string, state: UpstreamState | undefined, upstream?: { provider: string; id: string }): Promise<'live' | 'settled' | 'ignored'> {
     return this.a.mailbox.post(async () => {
       const live = this.jobs.get(jobId)
+      // An upstream id no job holds, named for this job by its callback URL: the job checks it
+      // (a lost submission to adopt, or a duplicate to cancel). Only the node running it acts.
+      if (upstream) {
+        if (!live) return 'ignored' as const
+        live.candidate(upstream.provider, upstream.id)
+        return 'live' as const
+      }
       if (live) { live.poke(state); return 'live' as const }
       const row = await within(getJob(this.a.deps.sql, jobId)) as UpstreamJobRow | undefined
       if (!row || row.account_id !== this.a.id || TERMINAL.has(row.status) || row.provider_job_id === null) return 'ignored' as const
@@ -212,6 +220,25 @@ export class LiveJobs implements JobHost {
 
   submitWith (job: JobActor, route: Route): Promise<UpstreamHandle> {
     return submitOn(route, job.pj, job.row.prompt, this.a.deps.publicBaseUrl)
+  }
+
+  /** A submission without a definitive answer (docs/providers.md "No duplicate upstream jobs"). */
+  unanswered (job: JobActor, route: Route, events: UpstreamEvent[]): Promise<void> {
+    return this.a.mailbox.post(async () => {
+      if (job.terminal) return
+      const at = new Date()
+      await this.a.deps.commit.run(async (tx) => {
+        await recordUnanswered(tx, job.id, { route: route.key, provider: route.provider.name, at })
+        if (events.length && route.recordsHistory) await appendEvents(tx, events)
+      })
+      const changed = job.row.status !== 'submitted'
+      Object.assign(job.row, { status: 'submitted', provider: route.provider.name, route: route.key, updated_at: at })
+      if (changed) this.emitChange(job)
+    })
+  }
+
+  find (job: JobActor, route: Route, since: Date, candidate?: string): Promise<UpstreamHandle[]> {
+    return findLost(this.a.deps.sql, route, job.pj, job.row.prompt, this.a.deps.publicBaseUrl, since, candidate)
   }
 
   complete (job: JobActor, resultUrl: string, events: UpstreamEvent[] = [], thumbnailUrl: string | null = null): Promise<void> {

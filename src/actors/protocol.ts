@@ -42,7 +42,8 @@ export interface ShardRequests {
    * A verified provider callback for a job of this account (issue 11 point 4): `state` when
    * the callback is signed over its body, else absent (a hint: the job polls now).
    */
-  'job.callback': { req: { accountId: number; jobId: string; state?: UpstreamState }; res: 'live' | 'settled' | 'ignored' }
+  /** `upstream`: an id no job holds that the callback URL names for this job (a lost submission or a duplicate). */
+  'job.callback': { req: { accountId: number; jobId: string; state?: UpstreamState; upstream?: { provider: string; id: string } }; res: 'live' | 'settled' | 'ignored' }
   /** Each configured route's breaker, in-flight and queued counts on this shard (GET /v1/health). */
   'shard.routes': { req: Record<never, never>; res: RouteState[] }
   /** Test and ops probe: answers after the shard's pending group commit is durable. */

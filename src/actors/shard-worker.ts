@@ -81,7 +81,7 @@ const handlers: ShardHandlers = {
   'job.create': (m) => on(m.accountId, a => a.createJob({ ...m, spec: specOfOrder(m.spec) })),
   'job.cancel': (m) => on(m.accountId, a => a.live.cancel(m.jobId)),
   'batch.create': (m) => on(m.accountId, a => a.createBatch({ ...m, items: m.items.map(i => i.spec ? { ...i, spec: specOfOrder(i.spec) } : { ...i, spec: undefined }) })),
-  'job.callback': (m) => on(m.accountId, a => a.live.callback(m.jobId, m.state)),
+  'job.callback': (m) => on(m.accountId, a => a.live.callback(m.jobId, m.state, m.upstream)),
   'shard.routes': async () => deps.providers.states(),
   'shard.ping': async () => { await commit.idle(); return { shard: init.shard, actors: accounts.size } },
   'shard.stats': async () => snapshotStats(),

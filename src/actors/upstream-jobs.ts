@@ -1,3 +1,5 @@
+import type { Q } from '../db/connect.js'
+import { claimedUpstreamIds } from '../db/upstream.js'
 import type { ProviderJob, UpstreamHandle } from '../providers/provider.js'
 import type { Route } from '../providers/registry.js'
 import { mapInput } from '../providers/routing.js'
@@ -23,9 +25,35 @@ export function deadlineOf (route: Route, estimatedSeconds: number, simSpeed: nu
   return new Date(from + Math.max(estimatedSeconds * 4, 1800) * 1000)
 }
 
+/** Our callback URL for `job` on `route` (the job id in its query), or null when the route's callbacks cannot be verified. */
+function callbackFor (route: Route, jobId: string, publicBaseUrl: string): string | null {
+  return route.provider.verifyCallback && route.provider.takesCallbacks ? callbackUrlOf(publicBaseUrl, route.provider.name, jobId) : null
+}
+
 /** Submits `job` on `route`: the route's input mapping applied, our callback URL when its callbacks can be verified. */
 export function submitOn (route: Route, job: ProviderJob, prompt: string | null, publicBaseUrl: string): Promise<UpstreamHandle> {
   const input = mapInput(route.spec.input, job.request, prompt)
-  const callbackUrl = route.provider.verifyCallback && route.provider.takesCallbacks ? callbackUrlOf(publicBaseUrl, route.provider.name, job.id) : null
-  return route.provider.submit({ jobId: job.id, model: route.spec.model, input, callbackUrl }, job)
+  return route.provider.submit({ jobId: job.id, model: route.spec.model, input, callbackUrl: callbackFor(route, job.id, publicBaseUrl) }, job)
+}
+
+/** Budget of one lookup of a lost submission. */
+const LOOKUP_TIMEOUT_MS = 30_000
+
+/**
+ * The upstream jobs on `route` that are `job`'s lost submission (docs/providers.md "No duplicate
+ * upstream jobs"): the provider's own search (its adapter's `find`, given the input and callback
+ * URL the submission carried), less those another job already holds. Oldest first; [] when the
+ * provider has none; throws when it cannot tell.
+ */
+export async function findLost (
+  sql: Q, route: Route, job: ProviderJob, prompt: string | null, publicBaseUrl: string, since: Date, candidate?: string, signal?: AbortSignal
+): Promise<UpstreamHandle[]> {
+  const p = route.provider
+  if (!p.find) return []
+  const found = await p.find({
+    jobId: job.id, model: route.spec.model, input: mapInput(route.spec.input, job.request, prompt),
+    callbackUrl: callbackFor(route, job.id, publicBaseUrl), since, candidate,
+  }, signal ?? AbortSignal.timeout(LOOKUP_TIMEOUT_MS))
+  const taken = await claimedUpstreamIds(sql, p.name, found.map(h => h.id), job.id)
+  return found.filter(h => !taken.has(h.id))
 }

@@ -59,6 +59,26 @@ export async function recordSubmission (tx: Q, jobId: string, s: {
   return r.count === 1
 }
 
+/**
+ * A submission on `route` got no definitive answer (docs/providers.md "No duplicate upstream
+ * jobs"): the job is `submitted` on that route without an upstream id, so a resume looks for
+ * the upstream job before anything is sent again. Only a non-terminal job without a handle changes.
+ */
+export async function recordUnanswered (tx: Q, jobId: string, s: { route: string; provider: string; at: Date }): Promise<boolean> {
+  const r = await tx`
+    UPDATE jobs SET status = 'submitted', provider = ${s.provider}, route = ${s.route}, updated_at = ${s.at}
+    WHERE id = ${jobId} AND status IN ('queued', 'submitted', 'processing') AND provider_job_id IS NULL`
+  return r.count === 1
+}
+
+/** Which of these upstream ids of `provider` a job other than `jobId` already holds. */
+export async function claimedUpstreamIds (sql: Q, provider: string, ids: string[], jobId: string): Promise<Set<string>> {
+  if (ids.length === 0) return new Set()
+  const rows = await sql<{ provider_job_id: string }[]>`
+    SELECT provider_job_id FROM jobs WHERE provider = ${provider} AND provider_job_id = ANY(${ids}) AND id <> ${jobId}`
+  return new Set(rows.map(r => r.provider_job_id))
+}
+
 export async function appendEvents (tx: Q, events: UpstreamEvent[]): Promise<void> {
   if (events.length === 0) return
   const rows = events.map(e => ({

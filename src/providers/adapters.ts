@@ -2,7 +2,7 @@ import { FalAdapter } from './fal.js'
 import { KieAdapter } from './kie.js'
 import type { ProviderJob, RouteProvider } from './provider.js'
 import { ReplicateAdapter } from './replicate.js'
-import type { RawCallback, UpstreamAdapter, UpstreamHandle, UpstreamRequest } from './upstream.js'
+import type { RawCallback, UpstreamAdapter, UpstreamHandle, UpstreamLookup, UpstreamRequest } from './upstream.js'
 
 /**
  * Builds the real adapters (src/providers/{fal,replicate,kie}.ts, the upstream contract) from
@@ -21,7 +21,7 @@ export function takesCallbacks (name: 'fal' | 'replicate' | 'kie', env: Record<s
 export function createAdapter (name: 'fal' | 'replicate' | 'kie', env: Record<string, string | undefined>): UpstreamAdapter {
   switch (name) {
     case 'fal':
-      return new FalAdapter({ key: env.FAL_KEY ?? '', queueUrl: env.FAL_QUEUE_URL || undefined, jwksUrl: env.FAL_JWKS_URL || undefined })
+      return new FalAdapter({ key: env.FAL_KEY ?? '', queueUrl: env.FAL_QUEUE_URL || undefined, jwksUrl: env.FAL_JWKS_URL || undefined, apiUrl: env.FAL_API_URL || undefined })
     case 'replicate':
       return new ReplicateAdapter({ token: env.REPLICATE_API_TOKEN ?? '', apiUrl: env.REPLICATE_API_URL || undefined, webhookSecret: env.REPLICATE_WEBHOOK_SECRET || undefined })
     case 'kie':
@@ -38,5 +38,7 @@ export class AdapterProvider implements RouteProvider {
   submit (req: UpstreamRequest, _job: ProviderJob, signal?: AbortSignal) { return this.adapter.submit(req, signal) }
   status (handle: UpstreamHandle, _job: ProviderJob, signal?: AbortSignal) { return this.adapter.status(handle, signal) }
   cancel (handle: UpstreamHandle, signal?: AbortSignal) { return this.adapter.cancel(handle, signal) }
+  get lookup (): 'list' | 'callback' { return this.adapter.lookup }
+  find (q: UpstreamLookup, signal?: AbortSignal) { return this.adapter.find(q, signal) }
   verifyCallback (req: RawCallback) { return this.adapter.verifyCallback(req) }
 }

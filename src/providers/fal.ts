@@ -4,8 +4,15 @@
  *   the answer's `request_id`, `status_url`, `response_url`, `cancel_url` are kept in the handle
  *   (fal builds them from the app's owner/alias, not always the submitted path, so we use them).
  * - status: `GET status_url?logs=1` (IN_QUEUE, IN_PROGRESS, COMPLETED); on COMPLETED the result
- *   is read from `response_url`: a 2xx is the output, a 4xx with `detail` is the job's failure.
- * - cancel: `PUT cancel_url` (202 CANCELLATION_REQUESTED = confirmed).
+ *   is read from `response_url`: a 2xx is the output, a 4xx with `detail` is the job's failure, a
+ *   5xx with `X-Fal-Retryable: false` too. A COMPLETED carrying `error`/`error_type` is a failure.
+ * - cancel: `PUT cancel_url`: a 2xx (202 CANCELLATION_REQUESTED) is 'requested', not cancelled:
+ *   the app decides and may still finish and bill; the job is followed until fal says how it ended.
+ * - 409 is retried with backoff on every call, as fal's Python client does (`RETRY_CODES`).
+ * - lookup of a lost submission: fal's platform API lists our requests per endpoint
+ *   (`GET {FAL_API_URL}/v1/models/requests/by-endpoint?endpoint_id=&start=&expand=payloads`);
+ *   a request whose `json_input` is the input we sent is ours (docs/providers.md "No duplicate
+ *   upstream jobs").
  * - callbacks: Ed25519 over `request_id\nuser_id\ntimestamp\nhex(sha256(body))`, headers
  *   X-Fal-Webhook-Request-Id / -User-Id / -Timestamp / -Signature (hex), against the keys of
  *   fal's JWKS (OKP/Ed25519, `x` base64url), cached at most 24 h and re-fetched once when no
@@ -14,7 +21,7 @@
  */
 import { createHash, createPublicKey, verify as edVerify, type KeyObject } from 'node:crypto'
 import { errorText, looksLikeContentPolicy, notAVerdict, progressFromLogs, raiseForStatus, trimBase, upstreamRequest, type HttpSettings, type UpstreamResponse } from './http.js'
-import { UpstreamUnavailable, type RawCallback, type UpstreamAdapter, type UpstreamHandle, type UpstreamRequest, type UpstreamState, type VerifiedCallback } from './upstream.js'
+import { sameInput, UpstreamUnavailable, type CancelOutcome, type RawCallback, type UpstreamAdapter, type UpstreamHandle, type UpstreamLookup, type UpstreamRequest, type UpstreamState, type VerifiedCallback } from './upstream.js'
 
 export interface FalConfig extends HttpSettings {
   /** FAL_KEY. */
@@ -23,6 +30,10 @@ export interface FalConfig extends HttpSettings {
   queueUrl?: string
   /** FAL_JWKS_URL (default https://rest.fal.ai/.well-known/jwks.json). */
   jwksUrl?: string
+  /** FAL_API_URL: fal's platform API, where requests are listed (default https://api.fal.ai). */
+  apiUrl?: string
+  /** Attempts of a call answered 409 (default 5; fal's Python client retries 409 up to 10 times). */
+  conflictAttempts?: number
   /** How long fetched keys are trusted (default and maximum 24 h). */
   jwksMaxAgeMs?: number
   /** A signature no cached key verifies re-fetches the JWKS at most this often (default 60 s). */
@@ -34,6 +45,10 @@ export interface FalConfig extends HttpSettings {
 }
 
 const DAY_MS = 24 * 3600 * 1000
+/** First wait before retrying a 409 (doubled each time, at most 2 s). */
+const CONFLICT_BACKOFF_MS = 100
+/** Pages of the request list read for one lookup (100 requests each). */
+const LOOKUP_PAGES = 10
 
 /**
  * Whether one of `keys` verifies the Ed25519 signature, each check run in libuv's thread pool
@@ -51,7 +66,9 @@ async function anyKeyVerifies (keys: readonly KeyObject[], message: Buffer, sig:
 
 export class FalAdapter implements UpstreamAdapter {
   readonly name = 'fal' as const
+  readonly lookup = 'list' as const
   private readonly base: string
+  private readonly apiBase: string
   private readonly jwksUrl: string
   private readonly jwksMaxAgeMs: number
   private readonly jwksMinRefreshMs: number
@@ -64,6 +81,7 @@ export class FalAdapter implements UpstreamAdapter {
 
   constructor (private readonly cfg: FalConfig) {
     this.base = trimBase(cfg.queueUrl ?? 'https://queue.fal.run')
+    this.apiBase = trimBase(cfg.apiUrl ?? 'https://api.fal.ai')
     this.jwksUrl = cfg.jwksUrl ?? 'https://rest.fal.ai/.well-known/jwks.json'
     this.jwksMaxAgeMs = Math.min(cfg.jwksMaxAgeMs ?? DAY_MS, DAY_MS)
     this.jwksMinRefreshMs = cfg.jwksMinRefreshMs ?? 60_000
@@ -73,11 +91,28 @@ export class FalAdapter implements UpstreamAdapter {
 
   private get auth () { return { authorization: `Key ${this.cfg.key}` } }
 
+  /**
+   * One call, a 409 retried with backoff as fal's Python client does (its RETRY_CODES are 408,
+   * 409 and 429; 408 and 429 are left to the job's own backoff and Retry-After here). The last
+   * 409 is returned to the caller.
+   */
+  private async call (method: 'GET' | 'POST' | 'PUT', url: string, signal?: AbortSignal, json?: unknown): Promise<UpstreamResponse> {
+    const attempts = Math.max(1, this.cfg.conflictAttempts ?? 5)
+    for (let i = 1; ; i++) {
+      const res = await upstreamRequest('fal', method, url, { ...this.cfg, headers: this.auth, json, signal })
+      if (res.status !== 409 || i >= attempts) return res
+      await sleep(Math.min(2000, CONFLICT_BACKOFF_MS * 2 ** (i - 1)), signal)
+    }
+  }
+
   async submit (req: UpstreamRequest, signal?: AbortSignal): Promise<UpstreamHandle> {
     const app = req.model.replace(/^\/+|\/+$/g, '')
     const url = new URL(`${this.base}/${app}`)
     if (req.callbackUrl) url.searchParams.set('fal_webhook', req.callbackUrl)
-    const res = raiseForStatus('fal', await upstreamRequest('fal', 'POST', url.toString(), { ...this.cfg, headers: this.auth, json: req.input, signal }))
+    const answer = await this.call('POST', url.toString(), signal, req.input)
+    // Still 409 after the retries: fal did not take it (a conflict is not an acceptance).
+    if (answer.status === 409) throw new UpstreamUnavailable(`fal: HTTP 409 after ${this.cfg.conflictAttempts ?? 5} attempts: ${errorText(answer)}`, 409, null, true)
+    const res = raiseForStatus('fal', answer)
     const id = res.json?.request_id
     if (typeof id !== 'string' || id === '') throw new UpstreamUnavailable(`fal: submission answered ${res.status} without a request_id`, res.status)
     // fal's own URLs when it gave them; else the documented shape on the app's owner/alias.
@@ -94,7 +129,7 @@ export class FalAdapter implements UpstreamAdapter {
     const urls = this.urlsOf(handle)
     const statusUrl = new URL(urls.status)
     statusUrl.searchParams.set('logs', '1')
-    const res = await upstreamRequest('fal', 'GET', statusUrl.toString(), { ...this.cfg, headers: this.auth, signal })
+    const res = await this.call('GET', statusUrl.toString(), signal)
     if (res.status < 200 || res.status >= 300) throw notAVerdict('fal status', res)
     const body = res.json ?? {}
     switch (body.status) {
@@ -104,20 +139,60 @@ export class FalAdapter implements UpstreamAdapter {
         return progress === undefined ? { state: 'running' } : { state: 'running', progress }
       }
       case 'COMPLETED': {
-        // Newer queue answers carry the failure on the status itself.
-        if (body.error) return failure(String(body.error), body.error_type)
-        const result = await upstreamRequest('fal', 'GET', urls.response, { ...this.cfg, headers: this.auth, signal })
+        // A COMPLETED that carries `error` / `error_type` ended in failure (not a success, and
+        // not "read the result until the deadline").
+        if (body.error || body.error_type) return failure(String(body.error || body.error_type), body.error_type)
+        const result = await this.call('GET', urls.response, signal)
         return resultState(result)
       }
       default: return { state: 'running' } // unknown upstream status: non-terminal (upstream.ts)
     }
   }
 
-  async cancel (handle: UpstreamHandle, signal?: AbortSignal): Promise<boolean> {
-    const res = await upstreamRequest('fal', 'PUT', this.urlsOf(handle).cancel, { ...this.cfg, headers: this.auth, signal })
-    if (res.status >= 200 && res.status < 300) return true
+  async cancel (handle: UpstreamHandle, signal?: AbortSignal): Promise<CancelOutcome> {
+    const res = await this.call('PUT', this.urlsOf(handle).cancel, signal)
+    // 202 CANCELLATION_REQUESTED: a request in progress gets a signal and its app decides; it may
+    // still finish and bill. Only a later status or callback says how it ended.
+    if (res.status >= 200 && res.status < 300) return 'requested'
     if (res.status === 408 || res.status === 429 || res.status >= 500) raiseForStatus('fal', res)
     return false // 400 ALREADY_COMPLETED, 404: fal will not cancel it
+  }
+
+  /**
+   * Our requests to `q.model` since `q.since` whose input is the one we sent, oldest first
+   * (fal's platform API; with a candidate, that request only). fal keeps no metadata of ours
+   * and the list does not show the webhook URL, so the input is the match: the caller skips
+   * requests another job already holds.
+   */
+  async find (q: UpstreamLookup, signal?: AbortSignal): Promise<UpstreamHandle[]> {
+    const app = q.model.replace(/^\/+|\/+$/g, '')
+    const found: Array<{ id: string; at: number }> = []
+    let cursor: string | null = null
+    for (let page = 0; page < LOOKUP_PAGES; page++) {
+      const url = new URL(`${this.apiBase}/v1/models/requests/by-endpoint`)
+      url.searchParams.set('endpoint_id', app)
+      url.searchParams.set('start', q.since.toISOString())
+      url.searchParams.set('expand', 'payloads')
+      url.searchParams.set('limit', '100')
+      if (q.candidate) url.searchParams.set('request_id', q.candidate)
+      if (cursor) url.searchParams.set('cursor', cursor)
+      const res = await this.call('GET', url.toString(), signal)
+      if (res.status < 200 || res.status >= 300) throw notAVerdict('fal request list', res)
+      const items = Array.isArray(res.json?.items) ? res.json.items : null
+      if (items === null) throw new UpstreamUnavailable('fal request list: answer without items', res.status)
+      for (const it of items) {
+        if (typeof it?.request_id !== 'string' || it.request_id === '') continue
+        if (q.candidate && it.request_id !== q.candidate) continue
+        if (!sameInput(it.json_input, q.input)) continue
+        found.push({ id: it.request_id, at: Date.parse(it.sent_at ?? it.started_at ?? '') || 0 })
+      }
+      cursor = res.json?.has_more === true && typeof res.json?.next_cursor === 'string' ? res.json.next_cursor : null
+      if (cursor === null) {
+        found.sort((a, b) => a.at - b.at)
+        return found.map(f => ({ id: f.id, model: q.model }))
+      }
+    }
+    throw new UpstreamUnavailable(`fal request list: more than ${LOOKUP_PAGES * 100} requests since ${q.since.toISOString()}`)
   }
 
   async verifyCallback (req: RawCallback): Promise<VerifiedCallback> {
@@ -192,6 +267,16 @@ export function falOutputs (payload: any): string[] {
   return out
 }
 
+/** Waits `ms`, or less when `signal` aborts. */
+function sleep (ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise(resolve => {
+    if (signal?.aborted) { resolve(); return }
+    const done = () => { clearTimeout(t); signal?.removeEventListener('abort', done); resolve() }
+    const t = setTimeout(done, ms)
+    signal?.addEventListener('abort', done, { once: true })
+  })
+}
+
 function logsText (logs: unknown): string | undefined {
   if (!Array.isArray(logs)) return undefined
   return logs.map(l => (l && typeof l === 'object' && typeof (l as any).message === 'string') ? (l as any).message : '').join('\n')
@@ -207,6 +292,16 @@ function detailIsPolicy (detail: unknown): boolean {
   return Array.isArray(detail) && detail.some(d => d && typeof d === 'object' && (d as any).type === 'content_policy_violation')
 }
 
+/**
+ * A 422 `detail` list (pydantic style, `loc` + `type`) that is not a content-policy hit: the
+ * app refused the input (validation types, image_too_small, file_download_error, ...). fal's
+ * queue accepts such a request and fails it later; the job fails with a neutral message.
+ */
+function detailIsInput (status: number, detail: unknown): boolean {
+  return status === 422 && Array.isArray(detail) && detail.length > 0 && !detailIsPolicy(detail) &&
+    detail.every(d => d && typeof d === 'object' && typeof (d as any).type === 'string')
+}
+
 function successState (payload: any): UpstreamState {
   // A safety checker that blanked the output says so here (fal image models).
   if (Array.isArray(payload?.has_nsfw_concepts) && payload.has_nsfw_concepts.some((x: unknown) => x === true)) {
@@ -217,12 +312,19 @@ function successState (payload: any): UpstreamState {
   return { state: 'succeeded', outputs }
 }
 
-/** The result endpoint's answer: 2xx output; 4xx the job's error; 5xx/408/429 unknown (retry). */
+/**
+ * The result endpoint's answer: 2xx output; 4xx the job's error; a 5xx with `X-Fal-Retryable:
+ * false` the job's error too (fal says retrying the same request cannot succeed: the request
+ * failed); other 5xx, 408 and 429 unknown (retry).
+ */
 function resultState (res: UpstreamResponse): UpstreamState {
   if (res.status >= 200 && res.status < 300) return successState(res.json)
-  if (res.status === 408 || res.status === 429 || res.status >= 500 || res.status === 404 || res.status === 401 || res.status === 403) throw notAVerdict('fal result', res)
+  const final = res.status >= 500 && res.headers['x-fal-retryable']?.trim().toLowerCase() === 'false'
+  if (!final && (res.status === 408 || res.status === 429 || res.status >= 500 || res.status === 404 || res.status === 401 || res.status === 403)) throw notAVerdict('fal result', res)
   const text = errorText(res)
   if (detailIsPolicy(res.json?.detail)) return { state: 'failed', reason: text, contentPolicy: true }
+  if (detailIsInput(res.status, res.json?.detail)) return { state: 'failed', reason: `fal: HTTP 422: ${text}`, contentPolicy: false, inputRefused: true }
+  if (final) return { state: 'failed', reason: `fal: HTTP ${res.status} (X-Fal-Retryable: false)${text ? `: ${text}` : ''}`.slice(0, 500), contentPolicy: false }
   return failure(`fal: ${text || `HTTP ${res.status}`}`)
 }
 
@@ -235,6 +337,8 @@ function callbackState (body: any): UpstreamState | undefined {
   if (body?.status === 'ERROR') {
     const text = [typeof body.error === 'string' ? body.error : '', errorText({ status: 0, headers: {}, json: body.payload, text: '' })].filter(Boolean).join(': ')
     if (detailIsPolicy(body.payload?.detail)) return { state: 'failed', reason: text, contentPolicy: true }
+    // `error: "Invalid status code: 422"` with a validation `detail`: the input was refused late.
+    if (detailIsInput(422, body.payload?.detail) && /\b422\b/.test(String(body.error ?? ''))) return { state: 'failed', reason: `fal: ${text}`, contentPolicy: false, inputRefused: true }
     return failure(text || 'fal: request failed')
   }
   return undefined

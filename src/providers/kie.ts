@@ -10,12 +10,17 @@
  *   fail); `resultJson` is a JSON string with `resultUrls`; `failCode` / `failMsg` on failure.
  * - cancel: Kie has no cancel API: resolves false.
  * - callbacks: X-Webhook-Timestamp and X-Webhook-Signature = base64(HMAC-SHA256(
- *   `taskId.timestamp`, KIE_WEBHOOK_HMAC_KEY)). The MAC does not cover the body, so a verified
- *   callback only names the task (no state): the caller confirms with `status`.
+ *   `taskId.timestamp`, KIE_WEBHOOK_HMAC_KEY)), the task id read from the body as Kie's
+ *   verification doc does: `data.task_id` in its code sample, `data.taskId` in its callback
+ *   examples, so both are read (and a top-level `taskId`/`task_id`). The MAC does not cover the
+ *   body, so a verified callback only names the task (no state): the caller confirms with `status`.
+ * - lookup of a lost submission: Kie lists no tasks, so only a task a callback names can be
+ *   checked: recordInfo's `param` (the creation request as Kie stored it) must carry our
+ *   callBackUrl, whose query names our job (docs/providers.md "No duplicate upstream jobs").
  */
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { looksLikeContentPolicy, notAVerdict, parseRetryAfter, raiseForStatus, trimBase, upstreamRequest, type HttpSettings } from './http.js'
-import { UpstreamRefused, UpstreamUnavailable, type RawCallback, type UpstreamAdapter, type UpstreamHandle, type UpstreamRequest, type UpstreamState, type VerifiedCallback } from './upstream.js'
+import { jobIdOfCallbackUrl, UpstreamRefused, UpstreamUnavailable, type RawCallback, type UpstreamAdapter, type UpstreamHandle, type UpstreamLookup, type UpstreamRequest, type UpstreamState, type VerifiedCallback } from './upstream.js'
 
 export interface KieConfig extends HttpSettings {
   /** KIE_API_KEY. */
@@ -34,6 +39,7 @@ const INDEFINITE_CODES = new Set([429, 455, 500, 502, 503, 504])
 
 export class KieAdapter implements UpstreamAdapter {
   readonly name = 'kie' as const
+  readonly lookup = 'callback' as const
   private readonly base: string
   private readonly toleranceS: number
   private readonly now: () => number
@@ -54,7 +60,8 @@ export class KieAdapter implements UpstreamAdapter {
     const msg = String(res.json?.msg ?? res.json?.message ?? '')
     if (!Number.isFinite(code)) throw new UpstreamUnavailable(`kie: createTask answered ${res.status} without a code`, res.status)
     if (code !== 200) {
-      if (INDEFINITE_CODES.has(code)) throw new UpstreamUnavailable(`kie: code ${code}: ${msg}`, code, parseRetryAfter(res.headers['retry-after']))
+      // Kie answered and made no task: sending again cannot duplicate one (`notCreated`).
+      if (INDEFINITE_CODES.has(code)) throw new UpstreamUnavailable(`kie: code ${code}: ${msg}`, code, parseRetryAfter(res.headers['retry-after']), true)
       throw new UpstreamRefused(`kie: code ${code}: ${msg}`, code)
     }
     const taskId = res.json?.data?.taskId
@@ -75,6 +82,23 @@ export class KieAdapter implements UpstreamAdapter {
     return false
   }
 
+  /**
+   * Kie has no task list: without a candidate nothing can be found ([]). A candidate (a task a
+   * verified callback named) is ours when recordInfo's `param` holds our callBackUrl for this job.
+   */
+  async find (q: UpstreamLookup, signal?: AbortSignal): Promise<UpstreamHandle[]> {
+    if (!q.candidate) return []
+    const res = await upstreamRequest('kie', 'GET', `${this.base}/api/v1/jobs/recordInfo?taskId=${encodeURIComponent(q.candidate)}`, { ...this.cfg, headers: this.auth, signal })
+    if (res.status < 200 || res.status >= 300) throw notAVerdict('kie recordInfo', res)
+    const code = Number(res.json?.code)
+    if (code !== 200 || !res.json?.data) return []
+    let param: any = res.json.data.param
+    if (typeof param === 'string') { try { param = JSON.parse(param) } catch { param = null } }
+    if (jobIdOfCallbackUrl(param?.callBackUrl) !== q.jobId) return []
+    if (typeof param?.model === 'string' && param.model !== q.model) return []
+    return [{ id: q.candidate, model: q.model }]
+  }
+
   async verifyCallback (req: RawCallback): Promise<VerifiedCallback> {
     if (!this.cfg.hmacKey) return { ok: false, reason: 'KIE_WEBHOOK_HMAC_KEY is not configured' }
     const ts = req.headers['x-webhook-timestamp']
@@ -84,14 +108,25 @@ export class KieAdapter implements UpstreamAdapter {
     if (Math.abs(Math.floor(this.now() / 1000) - Number(ts)) > this.toleranceS) return { ok: false, reason: `timestamp outside ${this.toleranceS} s` }
     let body: any
     try { body = JSON.parse(req.body.toString('utf8')) } catch { return { ok: false, reason: 'body is not JSON' } }
-    const taskId = body?.data?.taskId ?? body?.taskId
-    if (typeof taskId !== 'string' || taskId === '') return { ok: false, reason: 'body has no taskId' }
+    const taskId = taskIdOf(body)
+    if (taskId === null) return { ok: false, reason: 'body has no taskId or task_id' }
     const expected = createHmac('sha256', this.cfg.hmacKey).update(`${taskId}.${ts}`).digest()
     const given = Buffer.from(sig, 'base64')
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { ok: false, reason: 'signature does not match' }
     // The MAC covers taskId and timestamp only: the body's state is not trustworthy, confirm with status.
     return { ok: true, upstreamId: taskId }
   }
+}
+
+/**
+ * The task id of a callback body: `data.taskId` (Kie's market and Veo callbacks), `data.task_id`
+ * (the verification doc's code sample, Runway callbacks), or the same at the top level.
+ */
+export function taskIdOf (body: any): string | null {
+  for (const v of [body?.data?.taskId, body?.data?.task_id, body?.taskId, body?.task_id]) {
+    if (typeof v === 'string' && v !== '') return v
+  }
+  return null
 }
 
 /** Result URLs from `resultJson` (a JSON string, or already an object). */

@@ -5,10 +5,10 @@
  * handles and errors are the upstream contract's: UpstreamRefused is definitive (nothing
  * charged, the next route may be tried), UpstreamUnavailable indefinite (retry).
  */
-import type { RawCallback, UpstreamHandle, UpstreamRequest, UpstreamState, VerifiedCallback } from './upstream.js'
+import type { CancelOutcome, RawCallback, UpstreamHandle, UpstreamLookup, UpstreamRequest, UpstreamState, VerifiedCallback } from './upstream.js'
 
-export { UpstreamRefused, UpstreamUnavailable } from './upstream.js'
-export type { RawCallback, UpstreamHandle, UpstreamRequest, UpstreamState, VerifiedCallback } from './upstream.js'
+export { mayHaveCreated, UpstreamRefused, UpstreamUnavailable } from './upstream.js'
+export type { CancelOutcome, RawCallback, UpstreamHandle, UpstreamLookup, UpstreamRequest, UpstreamState, VerifiedCallback } from './upstream.js'
 
 /** What a provider needs to run a job (besides the mapped upstream input). */
 export interface ProviderJob {
@@ -31,7 +31,10 @@ export interface RouteProvider {
   accepts (job: ProviderJob): boolean
   submit (req: UpstreamRequest, job: ProviderJob, signal?: AbortSignal): Promise<UpstreamHandle>
   status (handle: UpstreamHandle, job: ProviderJob, signal?: AbortSignal): Promise<UpstreamState>
-  cancel (handle: UpstreamHandle, signal?: AbortSignal): Promise<boolean>
+  cancel (handle: UpstreamHandle, signal?: AbortSignal): Promise<CancelOutcome>
+  /** How a lost submission is found (upstream.ts); absent: in-process, nothing can be lost. */
+  readonly lookup?: 'list' | 'callback'
+  find? (q: UpstreamLookup, signal?: AbortSignal): Promise<UpstreamHandle[]>
   /** True when callbacks can be verified (fal always; Replicate and Kie with their secret): a callback URL is sent. */
   readonly takesCallbacks?: boolean
   /** Absent: the provider sends no callbacks (simulated). */

@@ -7,6 +7,10 @@
  * - status: `GET {api}/v1/predictions/{id}` (starting, processing, succeeded, failed, canceled;
  *   `aborted` = ended before it started); `output` is a URL or an array of URLs.
  * - cancel: `POST {api}/v1/predictions/{id}/cancel`.
+ * - lookup of a lost submission: `GET {api}/v1/predictions?created_after=` (newest first, `next`
+ *   cursor URL). A prediction whose `webhook` carries our job id (`?job=`) is ours; where the
+ *   prediction shows no webhook, one of the same model with the same input is (docs/providers.md
+ *   "No duplicate upstream jobs"). Replicate keeps no other metadata of ours.
  * - callbacks: Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature) with
  *   REPLICATE_WEBHOOK_SECRET (`whsec_<base64>`), tolerance 300 s: HMAC-SHA256 of
  *   `<id>.<timestamp>.<raw body>`, base64, any `v1,` entry of the header matching. Verified here
@@ -17,7 +21,7 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { looksLikeContentPolicy, notAVerdict, progressFromLogs, raiseForStatus, trimBase, upstreamRequest, type HttpSettings } from './http.js'
-import { UpstreamRefused, UpstreamUnavailable, type RawCallback, type UpstreamAdapter, type UpstreamHandle, type UpstreamRequest, type UpstreamState, type VerifiedCallback } from './upstream.js'
+import { jobIdOfCallbackUrl, sameInput, UpstreamRefused, UpstreamUnavailable, type RawCallback, type UpstreamAdapter, type UpstreamHandle, type UpstreamLookup, type UpstreamRequest, type UpstreamState, type VerifiedCallback } from './upstream.js'
 
 export interface ReplicateConfig extends HttpSettings {
   /** REPLICATE_API_TOKEN. */
@@ -30,9 +34,12 @@ export interface ReplicateConfig extends HttpSettings {
 
 /** Standard Webhooks' tolerance for the signed timestamp, either way. */
 const WEBHOOK_TOLERANCE_S = 300
+/** Pages of the prediction list read for one lookup (100 predictions each). */
+const LOOKUP_PAGES = 10
 
 export class ReplicateAdapter implements UpstreamAdapter {
   readonly name = 'replicate' as const
+  readonly lookup = 'list' as const
   private readonly base: string
   /** The webhook signing key (the base64 after `whsec_`, decoded); null without a secret. */
   private readonly webhookKey: Buffer | null
@@ -79,6 +86,43 @@ export class ReplicateAdapter implements UpstreamAdapter {
     }
     if (res.status === 408 || res.status === 429 || res.status >= 500) raiseForStatus('replicate', res)
     return false
+  }
+
+  /**
+   * Predictions created since `q.since` that are this submission's, oldest first (see the
+   * header): those whose webhook names our job; only when none does, those without a webhook
+   * of the same model and input (a prediction made without one, or a list that does not echo it).
+   */
+  async find (q: UpstreamLookup, signal?: AbortSignal): Promise<UpstreamHandle[]> {
+    const version = versionOf(q.model)
+    const byWebhook = (p: any): boolean => typeof p?.webhook === 'string' && p.webhook !== '' && jobIdOfCallbackUrl(p.webhook) === q.jobId
+    const byInput = (p: any): boolean => (typeof p?.webhook !== 'string' || p.webhook === '') &&
+      (version !== null ? p?.version === version : p?.model === q.model) && sameInput(p?.input, q.input)
+    const pick = (list: any[]): UpstreamHandle[] => {
+      const ok = list.filter(p => typeof p?.id === 'string' && p.id !== '')
+      const hooked = ok.filter(byWebhook)
+      return (hooked.length > 0 ? hooked : ok.filter(byInput)).map(p => ({ id: p.id as string, model: q.model }))
+    }
+    if (q.candidate) {
+      const res = await upstreamRequest('replicate', 'GET', `${this.base}/v1/predictions/${encodeURIComponent(q.candidate)}`, { ...this.cfg, headers: this.auth, signal })
+      if (res.status === 404) return []
+      if (res.status < 200 || res.status >= 300) throw notAVerdict('replicate prediction', res)
+      return pick([res.json])
+    }
+    const seen: any[] = []
+    let url: string | null = `${this.base}/v1/predictions?created_after=${encodeURIComponent(q.since.toISOString())}`
+    for (let page = 0; page < LOOKUP_PAGES && url !== null; page++) {
+      const res = await upstreamRequest('replicate', 'GET', url, { ...this.cfg, headers: this.auth, signal })
+      if (res.status < 200 || res.status >= 300) throw notAVerdict('replicate prediction list', res)
+      if (!Array.isArray(res.json?.results)) throw new UpstreamUnavailable('replicate prediction list: answer without results', res.status)
+      seen.push(...res.json.results)
+      // Only a `next` on our own API host is followed (the token goes with it).
+      const next: unknown = res.json.next
+      url = typeof next === 'string' && next.startsWith(`${this.base}/`) ? next : null
+    }
+    if (url !== null) throw new UpstreamUnavailable(`replicate prediction list: more than ${LOOKUP_PAGES * 100} predictions since ${q.since.toISOString()}`)
+    // The list is newest first.
+    return pick(seen.reverse())
   }
 
   async verifyCallback (req: RawCallback): Promise<VerifiedCallback> {

@@ -49,6 +49,8 @@ function hostOf (failures: number) {
       calls.push(`submitted ${handle.id}`)
     },
     submitWith: (job, route) => route.provider.submit({ jobId: job.id, model: 'm', input: {}, callbackUrl: null }, job.pj),
+    async unanswered (job) { write(); calls.push(`unanswered ${job.id}`) },
+    find: async () => [],
     async record () {},
     deadlineFrom: (job) => job.row.deadline_at,
     async complete (job, url) {

@@ -93,6 +93,100 @@ t.test('failures: a 422 detail is failed; content_policy_violation sets the flag
   t.same(await a.status(h), { state: 'failed', reason: 'NSFW output', contentPolicy: true })
 })
 
+t.test('failure shapes: COMPLETED carrying error/error_type is a failure, never a success nor a retry', async (t) => {
+  const a = adapter()
+  fal.plan({ steps: [], outcome: 'failed' })
+  const h = await a.submit(req())
+  fal.statusError(h.id)
+  const st = await a.status(h)
+  t.equal(st.state, 'failed')
+  t.match((st as any).reason, /the app raised an error/)
+  t.notOk(fal.requests.some(r => r.route === 'result' && r.path.includes(h.id)), 'the result URL is not read: the status said it')
+  // error_type alone is enough.
+  const h2 = await a.submit(req())
+  fal.fault({ route: 'status', status: 200, body: { status: 'COMPLETED', error_type: 'internal_server_error' } })
+  t.same(await a.status(h2), { state: 'failed', reason: 'internal_server_error', contentPolicy: false })
+})
+
+t.test('failure shapes: a 5xx result with X-Fal-Retryable: false is the job\'s failure; without it (or true) it is retried', async (t) => {
+  const a = adapter()
+  fal.plan({ steps: [] })
+  const h = await a.submit(req())
+  fal.fault({ route: 'result', status: 500, headers: { 'x-fal-retryable': 'true' }, body: { detail: [{ loc: ['body'], msg: 'Internal server error', type: 'internal_server_error' }] } })
+  t.type(await a.status(h).catch(e => e), UpstreamUnavailable, 'retryable 500: unknown, poll again')
+  fal.fault({ route: 'result', status: 504, headers: { 'x-fal-retryable': 'false' }, body: { detail: [{ loc: ['body'], msg: 'Generation timed out', type: 'generation_timeout' }] } })
+  const st = await a.status(h)
+  t.equal(st.state, 'failed', 'not retryable: a definitive failure')
+  t.match((st as any).reason, /504 \(X-Fal-Retryable: false\): Generation timed out/)
+  t.equal((st as any).inputRefused, undefined)
+})
+
+t.test('failure shapes: input the app refuses after the queue took it ends with a 422 result flagged inputRefused (status and callback)', async (t) => {
+  const a = adapter()
+  // veo3 requires a prompt: the queue takes the request, the app refuses it.
+  fal.plan({ steps: [] })
+  const h = await a.submit({ jobId: 'job_1', model: 'fal-ai/veo3', input: { aspect_ratio: '16:9' }, callbackUrl: sink.url() })
+  const st = await a.status(h)
+  t.equal(st.state, 'failed')
+  t.equal((st as any).inputRefused, true)
+  t.equal((st as any).contentPolicy, false)
+  t.match((st as any).reason, /HTTP 422/)
+  await fal.waitFor(() => fal.callbacks.some(c => c.jobId === h.id), 5000, 'ERROR callback')
+  const v = await a.verifyCallback(sink.received.at(-1)!.raw)
+  t.equal((v as any).state.inputRefused, true, 'the ERROR webhook with a validation detail says the same')
+})
+
+t.test('409 is retried as fal\'s Python client does: one job, answered after the retry', async (t) => {
+  const a = adapter()
+  const before = fal.jobs.size
+  fal.fault({ route: 'submit', status: 409, times: 2, body: { detail: 'Conflict' } })
+  const h = await a.submit(req())
+  t.ok(h.id)
+  t.equal(fal.jobs.size, before + 1, 'one upstream job')
+  fal.fault({ route: 'status', status: 409, body: { detail: 'Conflict' } })
+  t.ok(['queued', 'running'].includes((await a.status(h)).state), 'a status call answered 409 is retried too')
+  fal.fault({ route: 'submit', status: 409, times: 5, body: { detail: 'Conflict' } })
+  const e = await adapter({ conflictAttempts: 3 }).submit(req()).catch(e => e)
+  t.type(e, UpstreamUnavailable, 'still 409 after the attempts: indefinite')
+  t.equal(e.notCreated, true, 'and nothing was created: sending again cannot duplicate')
+  fal.faults.length = 0
+})
+
+t.test('cancel of a request in progress is only requested: the app may finish (and bill); the status says how it ended', async (t) => {
+  const a = adapter()
+  fal.plan({ steps: ['running', 'running', 'running'], onCancel: 'finish' })
+  const h = await a.submit(req())
+  await a.status(h)
+  t.equal(await a.cancel(h), 'requested')
+  t.equal((await a.status(h)).state, 'running', 'still running after the cancel')
+  await a.status(h)
+  t.equal((await a.status(h)).state, 'succeeded', 'the app finished anyway')
+  fal.plan({ steps: ['running', 'running'] })
+  const h2 = await a.submit(req())
+  await a.status(h2)
+  t.equal(await a.cancel(h2), 'requested')
+  t.same(await a.status(h2), { state: 'canceled' }, 'an app that honours it reads canceled')
+})
+
+t.test('find: fal\'s request list by endpoint, matched on the input we sent; a candidate is checked the same way', async (t) => {
+  const a = adapter({ apiUrl: fal.url })
+  const since = new Date(Date.now() - 60_000)
+  const input = { prompt: `lookup ${Math.random()}` }
+  const h = await a.submit({ jobId: 'job_L', model: 'fal-ai/veo3', input, callbackUrl: null })
+  await a.submit({ jobId: 'job_M', model: 'fal-ai/veo3', input: { prompt: 'another' }, callbackUrl: null })
+  const found = await a.find({ jobId: 'job_L', model: 'fal-ai/veo3', input, callbackUrl: null, since })
+  t.same(found.map(f => f.id), [h.id], 'only the request with our input')
+  const listed = fal.requests.filter(r => r.route === 'requests').at(-1)!
+  const q = new URL(listed.path, fal.url).searchParams
+  t.equal(q.get('endpoint_id'), 'fal-ai/veo3')
+  t.equal(q.get('expand'), 'payloads')
+  t.equal(listed.authorization, `Key ${fal.key}`)
+  t.same(await a.find({ jobId: 'job_L', model: 'fal-ai/veo3', input: { prompt: 'never sent' }, callbackUrl: null, since }), [])
+  t.same((await a.find({ jobId: 'job_L', model: 'fal-ai/veo3', input, callbackUrl: null, since, candidate: h.id })).map(f => f.id), [h.id])
+  fal.fault({ route: 'requests', status: 503 })
+  t.type(await a.find({ jobId: 'job_L', model: 'fal-ai/veo3', input, callbackUrl: null, since }).catch(e => e), UpstreamUnavailable, 'a list that does not answer cannot tell')
+})
+
 t.test('an upstream status the adapter does not know is non-terminal (running)', async (t) => {
   const a = adapter()
   fal.plan({ steps: ['queued', 'WARMING_UP', 'running'] })
@@ -103,12 +197,12 @@ t.test('an upstream status the adapter does not know is non-terminal (running)',
   t.equal((await a.status(h)).state, 'succeeded')
 })
 
-t.test('cancel: PUT cancel_url; 202 is true and the job then reads canceled; cancel after completion is false', async (t) => {
+t.test('cancel: PUT cancel_url; 202 is "requested" (a queued request then reads canceled); cancel after completion is false', async (t) => {
   const a = adapter()
   fal.plan({ steps: ['queued', 'running', 'running'] })
   const h = await a.submit(req())
   await a.status(h)
-  t.equal(await a.cancel(h), true)
+  t.equal(await a.cancel(h), 'requested', '202 CANCELLATION_REQUESTED is not a confirmation')
   t.equal(fal.requests.filter(r => r.route === 'cancel').at(-1)!.method, 'PUT')
   t.same(await a.status(h), { state: 'canceled' })
   fal.plan({ steps: [] })
@@ -205,7 +299,7 @@ t.test('callbacks: a signed OK callback verifies and gives the state; ERROR cont
 
   fal.plan({ steps: [], callback: false })
   const h3 = await a.submit(req('fal-ai/veo3', sink.url()))
-  t.equal(await a.cancel(h3), true)
+  t.equal(await a.cancel(h3), 'requested')
   t.same((await a.verifyCallback(await callbackOf(h3.id))) as any, { ok: true, upstreamId: h3.id, state: { state: 'canceled' } })
 })
 

@@ -171,3 +171,41 @@ t.test('strict stub: an unknown model is code 404, an input the schema refuses c
   const open = await a.submit({ jobId: 'j', model: 'bytedance/v1-lite-text-to-video', input: { anything: [1, 2], prompt: 3 }, callbackUrl: null })
   t.ok(kie.jobs.get(open.id), 'verified=false with no properties: accepted')
 })
+
+t.test('callbacks carrying the task id as data.task_id (Kie\'s verification doc, Runway callbacks) verify as data.taskId ones do', async (t) => {
+  const a = adapter()
+  kie.plan({ steps: [], media: 'mp4', callback: false })
+  const h = await a.submit(req('bytedance/v1-pro-text-to-video', sink.url()))
+  await a.status(h)
+  kie.taskIdKey = 'task_id'
+  try {
+    const raw = await callbackOf(h.id)
+    const body = JSON.parse(raw.body.toString())
+    t.equal(body.data.task_id, h.id, 'the body names the task as task_id')
+    t.notOk('taskId' in body.data)
+    t.same(await a.verifyCallback(raw), { ok: true, upstreamId: h.id }, 'verified against task_id.timestamp')
+    t.same(await a.verifyCallback(await callbackOf(h.id, { wrongKey: true })), { ok: false, reason: 'signature does not match' }, 'still signed over the task id')
+    const swapped = await callbackOf(h.id, { tamper: b => b.replaceAll(h.id, 'task_other') })
+    t.same(await a.verifyCallback(swapped), { ok: false, reason: 'signature does not match' }, 'another task_id does not verify')
+  } finally { kie.taskIdKey = 'taskId' }
+  t.same(await a.verifyCallback({ headers: {}, query: '', body: Buffer.from('{}') }).then(v => v.ok), false)
+  const { taskIdOf } = await import('../../src/providers/kie.js')
+  t.equal(taskIdOf({ data: { task_id: 'a' } }), 'a')
+  t.equal(taskIdOf({ data: { taskId: 'b', task_id: 'a' } }), 'b', 'taskId first')
+  t.equal(taskIdOf({ taskId: 'c' }), 'c')
+  t.equal(taskIdOf({ data: {} }), null)
+})
+
+t.test('find: Kie lists no tasks; a candidate a callback named is ours when recordInfo\'s param holds our callBackUrl for the job', async (t) => {
+  const a = adapter()
+  t.equal(a.lookup, 'callback')
+  const cb = 'https://svc.example/v1/providers/kie/callback?job=job_K'
+  const h = await a.submit({ ...req('bytedance/v1-pro-text-to-video', cb), jobId: 'job_K' })
+  const q = { jobId: 'job_K', model: 'bytedance/v1-pro-text-to-video', input: req().input, callbackUrl: cb, since: new Date(Date.now() - 60_000) }
+  const n = kie.requests.length
+  t.same(await a.find(q), [], 'without a candidate there is nothing to search')
+  t.equal(kie.requests.length, n, 'and nothing is asked')
+  t.same(await a.find({ ...q, candidate: h.id }), [{ id: h.id, model: q.model }])
+  t.same(await a.find({ ...q, jobId: 'job_other', candidate: h.id }), [], 'a task sent for another job is not this one\'s')
+  t.same(await a.find({ ...q, candidate: 'task_unknown' }), [], 'unknown task')
+})

@@ -246,3 +246,28 @@ t.test('strict stub: a model without a schema is a 404; an input the schema refu
   const ok = await a.submit({ jobId: 'j', model: 'google/veo-3.1', input: { prompt: 'p', duration: 8, resolution: '1080p' }, callbackUrl: null })
   t.ok(rep.jobs.get(ok.id))
 })
+
+t.test('find: the prediction list since the submission; our job id in the webhook is the match, else the same model and input', async (t) => {
+  const a = adapter()
+  t.equal(a.lookup, 'list')
+  const since = new Date(Date.now() - 60_000)
+  const cb = (job: string) => `https://svc.example/v1/providers/replicate/callback?job=${job}`
+  const mine = await a.submit({ ...req('google/veo-3-fast', cb('job_R')), jobId: 'job_R' })
+  await a.submit({ ...req('google/veo-3-fast', cb('job_S')), jobId: 'job_S' }) // same input, another job
+  const found = await a.find({ jobId: 'job_R', model: 'google/veo-3-fast', input: req().input, callbackUrl: cb('job_R'), since })
+  t.same(found.map(f => f.id), [mine.id], 'matched by the job id in the webhook, not by the (equal) input')
+  const listed = rep.requests.filter(r => r.route === 'list').at(-1)!
+  t.equal(new URL(listed.path, rep.url).searchParams.get('created_after'), since.toISOString())
+  // Polling only (no webhook): the same model and input.
+  const input = { prompt: `no webhook ${Math.random()}`, duration: 5 }
+  const polled = await a.submit({ jobId: 'job_P', model: 'google/veo-3-fast', input, callbackUrl: null })
+  t.same((await a.find({ jobId: 'job_P', model: 'google/veo-3-fast', input, callbackUrl: null, since })).map(f => f.id), [polled.id])
+  t.same(await a.find({ jobId: 'job_P', model: 'google/veo-3-fast', input: { prompt: 'never sent' }, callbackUrl: null, since }), [])
+  t.same((await a.find({ jobId: 'job_R', model: 'google/veo-3-fast', input: req().input, callbackUrl: cb('job_R'), since, candidate: mine.id })).map(f => f.id), [mine.id], 'a candidate is checked the same way')
+  t.same(await a.find({ jobId: 'job_S', model: 'google/veo-3-fast', input: req().input, callbackUrl: cb('job_S'), since, candidate: mine.id }), [], 'another job\'s prediction is not a match')
+  // More than a page: the cursor is followed.
+  for (let i = 0; i < 101; i++) await a.submit({ jobId: `job_bulk${i}`, model: 'google/veo-3-fast', input: { prompt: `bulk ${i}`, duration: 5 }, callbackUrl: null })
+  t.same((await a.find({ jobId: 'job_R', model: 'google/veo-3-fast', input: req().input, callbackUrl: cb('job_R'), since })).map(f => f.id), [mine.id], 'found past the first page')
+  rep.fault({ route: 'list', status: 502 })
+  t.type(await a.find({ jobId: 'job_R', model: 'google/veo-3-fast', input: req().input, callbackUrl: cb('job_R'), since }).catch(e => e), UpstreamUnavailable)
+})

@@ -80,7 +80,21 @@ async function callback (ctx: RouteContext) {
     await new Promise(resolve => setTimeout(resolve, ms))
     job = await findJobByUpstream(ctx.services.sql, name, v.upstreamId)
   }
-  if (!job) return { status: 200, body: { received: true, job_id: null, outcome: 'unknown_upstream_id' } }
+  if (!job) {
+    // No job holds this upstream id. Our callback URL names the job it was sent for (`?job=`):
+    // a submission whose answer was lost, or a duplicate (docs/providers.md "No duplicate
+    // upstream jobs"). The job checks the id with the provider before adopting or cancelling it
+    // (the query is not signed); a job that already ended gets the id in its history.
+    const named = ctx.query.get('job')
+    const row = named ? await getJob(ctx.services.sql, named) : undefined
+    if (!row || row.provider_job_id === v.upstreamId) return { status: 200, body: { received: true, job_id: null, outcome: 'unknown_upstream_id' } }
+    if (row.status === 'completed' || row.status === 'failed' || row.status === 'cancelled') {
+      await appendEvents(ctx.services.sql, [{ job_id: row.id, source: 'late', route: null, state: 'duplicate', detail: { provider: name, upstream_id: v.upstreamId, state: v.state?.state ?? null, note: 'an upstream job named for this job after it ended; no money moved' } }])
+      return { status: 200, body: { received: true, job_id: row.id, outcome: 'already_terminal' } }
+    }
+    const outcome = await ctx.services.shards.ask(Number(row.account_id), { type: 'job.callback', accountId: Number(row.account_id), jobId: row.id, upstream: { provider: name, id: v.upstreamId } })
+    return { status: 200, body: { received: true, job_id: row.id, outcome: outcome === 'live' ? 'checked' : outcome } }
+  }
   if (job.status === 'completed' || job.status === 'failed' || job.status === 'cancelled') {
     // Already ended: nothing moves. A success reported after our refund is kept for the operator.
     if (v.state?.state === 'succeeded' && job.status !== 'completed') {
@@ -95,7 +109,7 @@ async function callback (ctx: RouteContext) {
 const CallbackAnswer = Type.Object({
   received: Type.Boolean(),
   job_id: Type.Union([Type.String(), Type.Null()]),
-  outcome: Type.String({ description: 'live | settled | ignored | already_terminal | unknown_upstream_id' }),
+  outcome: Type.String({ description: 'live | settled | ignored | checked | already_terminal | unknown_upstream_id' }),
 })
 
 const AdminJob = Type.Object({
@@ -109,7 +123,7 @@ const AdminJob = Type.Object({
   owner: Type.Union([Type.String(), Type.Null()]),
   upstream_events: Type.Array(Type.Object({
     at: Type.String({ format: 'date-time' }),
-    source: Type.String({ description: 'submit | refused | poll | callback | cancel | deadline | late | stored | store_failed' }),
+    source: Type.String({ description: 'submit | refused | poll | callback | cancel | deadline | late | stored | store_failed (submit states: submitted, unanswered, found, not_found, not_ours, lookup_failed, lookup_impossible)' }),
     route: Type.Union([Type.String(), Type.Null()]),
     state: Type.String(),
     detail: Type.Unknown(),

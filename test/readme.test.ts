@@ -1,6 +1,7 @@
-// Issue 10: the README's first screen, run literally (its own shell blocks, with the base URL
-// pointed at a test server on the default free tier: 10 requests per minute), never meets a
-// 429 and ends with the first video completed.
+// The README's walk-through, run literally (its own shell blocks, with the base URL pointed at a
+// test server on the default free tier: 10 requests per minute), never meets a 429 and ends with
+// the first video completed. docs/api.md continues it (audio, batch, uploads, usage): its blocks
+// run after the README's, with the balances they state.
 import t from 'tap'
 import { spawn } from 'node:child_process'
 import { mkdir, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises'
@@ -9,12 +10,13 @@ import { join } from 'node:path'
 import { startServer } from './helpers/server.js'
 
 const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8')
+const apiDoc = await readFile(new URL('../../docs/api.md', import.meta.url), 'utf8')
 
-/** The first ```sh block after `marker`. */
-function blockAfter (marker: string): string {
-  const at = readme.indexOf(marker)
-  if (at < 0) throw new Error(`README has no ${JSON.stringify(marker)}`)
-  const m = /```sh\n([\s\S]*?)```/.exec(readme.slice(at))
+/** The first ```sh block after `marker` in `doc` (the README unless given). */
+function blockAfter (marker: string, doc = readme): string {
+  const at = doc.indexOf(marker)
+  if (at < 0) throw new Error(`${doc === readme ? 'README' : 'docs/api.md'} has no ${JSON.stringify(marker)}`)
+  const m = /```sh\n([\s\S]*?)```/.exec(doc.slice(at))
   if (!m) throw new Error(`no sh block after ${marker}`)
   return m[1]
 }
@@ -65,7 +67,7 @@ function statedNumbers (block: string, names: string[]): string[] {
   return out
 }
 
-t.test('audio, batch (after the purchase), uploads and usage run as written after the walk-through, with the balances the README states', { timeout: 120_000 }, async (t) => {
+t.test('docs/api.md\'s audio, batch (after the purchase), uploads and usage run as written after the walk-through, with the balances it states', { timeout: 120_000 }, async (t) => {
   const fresh = await startServer(t, { SIM_SPEED: '20', FRONTENDS: '1' })
   const cwd = await mkdtemp(join(tmpdir(), 'gjt-readme-'))
   t.teardown(() => rm(cwd, { recursive: true, force: true }))
@@ -73,7 +75,7 @@ t.test('audio, batch (after the purchase), uploads and usage run as written afte
   await mkdir(join(cwd, 'assets', 'sim'), { recursive: true })
   await writeFile(join(cwd, 'assets', 'sim', 'sample.png'), await readFile(new URL('../../assets/sim/sample.png', import.meta.url)))
   await writeFile(join(cwd, 'data', 'admin-token'), fresh.app.adminToken + '\n')
-  const later = [blockAfter('### Audio'), blockAfter('### Batch (paid plans)'), blockAfter('## Uploads'), blockAfter('## Usage and limits')]
+  const later = ['\n## Audio\n', '\n## Batch (paid plans)\n', '\n## Uploads\n', '\n## Usage and limits\n'].map((h) => blockAfter(h, apiDoc))
   const script = [blockAfter('a first walk-through'), blockAfter('## Your first video'), ...later].join('\n')
   const errFile = join(cwd, 'stderr.txt')
   const errFd = await open(errFile, 'w')
@@ -84,10 +86,10 @@ t.test('audio, batch (after the purchase), uploads and usage run as written afte
     child.on('exit', async (code) => { await errFd.close(); resolve({ code, stdout, stderr: await readFile(errFile, 'utf8') }) })
   })
   t.equal(out.code, 0, `the script ran (stderr: ${out.stderr.slice(0, 500)})`)
-  t.notMatch(out.stdout, /"error":true,"code":"(?!UNSUPPORTED_OPTION)/, 'no error answer but the batch item the README shows refused')
+  t.notMatch(out.stdout, /"error":true,"code":"(?!UNSUPPORTED_OPTION)/, 'no error answer but the batch item docs/api.md shows refused')
   for (const n of statedNumbers(later.join('\n'), ['credits_charged', 'remaining_credits', 'estimated_credits', 'size', 'total'])) {
-    t.ok(out.stdout.includes(n), `the README's ${n} is what the service answered`)
+    t.ok(out.stdout.includes(n), `docs/api.md's ${n} is what the service answered`)
   }
-  t.match(out.stdout, /"code":"UNSUPPORTED_OPTION"[^}]*"param":"resolution"/, 'the batch item the README shows refused is refused')
-  t.match(out.stdout, /"kind":"voice","name":"Warm narrator"/, 'the voice asset the README lists exists once the operator created it')
+  t.match(out.stdout, /"code":"UNSUPPORTED_OPTION"[^}]*"param":"resolution"/, 'the batch item docs/api.md shows refused is refused')
+  t.match(out.stdout, /"kind":"voice","name":"Warm narrator"/, 'the voice asset docs/api.md lists exists once the operator created it')
 })

@@ -1,5 +1,5 @@
 /**
- * The thread crossing (issue 12 point 3), measured standalone:
+ * The thread crossing, measured standalone:
  *   npm run build && node dist/bench/crossing.js [--posts N]
  *
  * Three ways to post a batch between the main thread and a worker:

@@ -1,6 +1,6 @@
 /**
  * The JavaScript of the GET /v1/jobs/{id} fast path (src/http/server.ts fastRead) measured
- * alone (issue 13): npm run build && node dist/bench/fastread.js [--requests N]
+ * alone: npm run build && node dist/bench/fastread.js [--requests N]
  *
  * The real HttpServer handler, Authenticator (caches filled), JobCache, RateLimiter, Metering
  * (columns; the flush is a no-op here) and Metrics, called with stand-in uWS request and

@@ -1,5 +1,5 @@
 /**
- * `job-lifecycle` (issue 12 point 5): jobs created AND driven to `completed` per second. Each
+ * `job-lifecycle`: jobs created AND driven to `completed` per second. Each
  * round autocannon creates nano-banana jobs (POST /v1/generate/image, 10 credits) over 100 paid
  * accounts for --duration seconds; the simulated provider (SIM_SPEED) finishes each one after
  * 15 s / SIM_SPEED, polled by its JobActor (a tenth of that, 20 ms to 5 s). Half the accounts

@@ -1,5 +1,5 @@
 /**
- * The metering flush (src/db/metering.ts) measured standalone, with job-get's rows (issue 13):
+ * The metering flush (src/db/metering.ts) measured standalone, with job-get's rows:
  *   npm run build && node dist/bench/metering-flush.js [--rows N] [--batches B]
  *
  * Fills the columns as the fast path does (GET /v1/jobs/{id} metered under an interned prefix

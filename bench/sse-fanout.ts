@@ -6,7 +6,7 @@
  * POST /publish/{job}. Target: service p99 <= 100 ms at N = 10000.
  *
  * The service is measured twice in the same run, at FRONTENDS=1 and FRONTENDS=2 (one process
- * each, on its own database), since issue 13 asks for the fan-out spread over the front-end
+ * each, on its own database), since the fan-out is meant to spread over the front-end
  * threads; the target is checked on the first service side (SSE_FANOUT_FRONTENDS, default 2).
  * `busiest_thread_share` is the busiest thread's share of the process's CPU during the fan-out:
  * at FRONTENDS=2 an even split of the streams over the two threads (SO_REUSEPORT) gives ~0.5.

@@ -162,7 +162,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     },
     onEvent: (ev) => {
       if (ev.type === 'job.progress') {
-        // Compact non-terminal change (issue 12): patched into the cached view; other front-end
+        // Compact non-terminal change: patched into the cached view; other front-end
         // threads patch theirs; other nodes get the full view (their caches may lack it).
         threads?.post({ t: 'prog', a: ev.accountId, p: { id: ev.id, status: ev.status, progress: ev.progress, updated_at: ev.updated_at } })
         const view = jobs.progress(ev.accountId, ev)
@@ -172,7 +172,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
       if (ev.type !== 'job.updated') return
       if (ev.job.status === 'completed' || ev.job.status === 'failed' || ev.job.status === 'cancelled') metrics.jobFinished(ev.job.status)
       // The other front-end threads first: they fan out to their SSE streams while this thread
-      // writes to its own (issue 13), instead of after it.
+      // writes to its own, instead of after it.
       threads?.post({ t: 'job', a: ev.accountId, j: ev.job })
       jobs.update(ev.accountId, ev.job)
       bus?.publish({ t: 'job', a: ev.accountId, j: ev.job })
@@ -217,7 +217,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     nodeId, tickets: new Tickets(jwtSecret),
     metrics, version: await readVersion()
   }
-  // webhooks (DESIGN.md 2)
+  // webhooks (docs/architecture.md "Threads")
   const delivery = new DeliveryPool({
     databaseUrl, config, version: services.version, maxWorkers: config.webhookWorkers, onLog: (level, msg) => log[level](msg),
   })

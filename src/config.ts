@@ -4,14 +4,14 @@ import { loadRouting } from './providers/routing.js'
 
 /**
  * A configuration mistake (env or routing file): src/main.ts prints its message as one line
- * and exits 1, before anything starts (README "Configuration"). The message names the
+ * and exits 1, before anything starts (docs/operations.md "Configuration"). The message names the
  * variable or file, the path inside it and the allowed values.
  */
 export class ConfigError extends Error {
   override name = 'ConfigError'
 }
 
-/** Per-tier limits (SPEC.md section 8, DESIGN.md section 7; TIER_LIMITS overrides any subset). */
+/** Per-tier limits (docs/api.md "Accounts, sessions and keys", docs/operations.md "Configuration"; TIER_LIMITS overrides any subset). */
 export interface TierLimit { rpm: number; max_concurrent: number; max_streams: number }
 export type TierLimits = Record<'free' | 'pro' | 'enterprise' | 'session', TierLimit>
 
@@ -19,12 +19,12 @@ export const DEFAULT_TIER_LIMITS: TierLimits = {
   free: { rpm: 10, max_concurrent: 3, max_streams: 5 },
   pro: { rpm: 30, max_concurrent: 10, max_streams: 50 },
   enterprise: { rpm: 100, max_concurrent: 50, max_streams: 500 },
-  // Dashboard sessions: 100 requests per minute per user (SPEC.md 8); concurrency and streams
+  // Dashboard sessions: 100 requests per minute per user (docs/decisions.md "Foundation", "Sessions may call the API routes too"); concurrency and streams
   // follow the account's own tier at use time, these are the ceilings for a session caller.
   session: { rpm: 100, max_concurrent: 10, max_streams: 50 },
 }
 
-/** Service configuration, read once from the environment (DESIGN.md section 7). */
+/** Service configuration, read once from the environment (docs/operations.md "Configuration"). */
 export interface Config {
   port: number
   host: string
@@ -46,7 +46,7 @@ export interface Config {
    * backlog is deep); default half the cores, at least 1 (docs/decisions.md "Delivery workers").
    */
   webhookWorkers: number
-  /** WEBHOOK_RETRY_SCALE: multiplies the webhook retry schedule (DESIGN.md 7); default 1, tests use 0.001. */
+  /** WEBHOOK_RETRY_SCALE: multiplies the webhook retry schedule (docs/api.md "Webhooks"); default 1, tests use 0.001. */
   webhookRetryScale: number
   logLevel: string
   dataDir: string
@@ -57,7 +57,7 @@ export interface Config {
   meteringRetentionDays: number
   /** Namespace of this deployment's Redis keys and channel (REDIS_PREFIX, default genjobs). */
   redisPrefix: string
-  /** PROVIDERS_FILE: the routing file (DESIGN.md 7 "Providers"); unset, every model runs on the simulated provider. */
+  /** PROVIDERS_FILE: the routing file (docs/providers.md "Routing"); unset, every model runs on the simulated provider. */
   providersFile: string | undefined
   /** Provider credentials and endpoints (FAL_*, REPLICATE_*, KIE_* env), read by src/providers/routing.ts. */
   providerEnv: Record<string, string>
@@ -67,7 +67,7 @@ export interface Config {
   resultTimeoutMs: number
   /** Content-policy violations before an account is suspended (POLICY_VIOLATION_LIMIT). */
   policyViolationLimit: number
-  /** Media storage driver (STORAGE_DRIVER, DESIGN.md section 6): local filesystem or S3-compatible. */
+  /** Media storage driver (STORAGE_DRIVER, docs/operations.md "Configuration"): local filesystem or S3-compatible. */
   storageDriver: 'local' | 's3'
   /** S3 settings, used when storageDriver is `s3`. */
   s3: S3Config
@@ -137,7 +137,7 @@ function storageDriver (v: string | undefined): 'local' | 's3' {
   throw new ConfigError(`STORAGE_DRIVER must be local or s3, got ${JSON.stringify(v)}`)
 }
 
-/** The provider env variables (DESIGN.md 7): credentials and endpoints, passed to the shards as data. */
+/** The provider env variables (docs/providers.md "Real providers"): credentials and endpoints, passed to the shards as data. */
 export const PROVIDER_ENV = ['FAL_KEY', 'FAL_QUEUE_URL', 'FAL_JWKS_URL', 'FAL_API_URL', 'REPLICATE_API_TOKEN', 'REPLICATE_API_URL', 'REPLICATE_WEBHOOK_SECRET', 'KIE_API_KEY', 'KIE_API_URL', 'KIE_WEBHOOK_HMAC_KEY'] as const
 
 function providerEnv (env: NodeJS.ProcessEnv): Record<string, string> {

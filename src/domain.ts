@@ -1,5 +1,5 @@
 /**
- * Domain types shared by the HTTP front end, the shard actors and src/db (issue 12 point 1):
+ * Domain types shared by the HTTP front end, the shard actors and src/db:
  * src/db imports these, never anything from src/actors.
  */
 
@@ -13,7 +13,7 @@ export interface AccountView {
   banned: boolean
   credits_locked: boolean
   email_verified: boolean
-  /** Videos made before the first purchase (free trial, SPEC.md 1.8). */
+  /** Videos made before the first purchase (free trial, docs/api.md "Jobs"). */
   free_videos_used: number
 }
 
@@ -33,7 +33,7 @@ export interface JobSpec {
 }
 
 /**
- * A job spec as it crosses to the shard (issue 12 point 3): the prompt travels once, inside
+ * A job spec as it crosses to the shard: the prompt travels once, inside
  * `request`; `prompt` and `directiveText` are derived again on arrival (src/jobs/spec.ts).
  */
 export type JobOrder = Omit<JobSpec, 'prompt' | 'directiveText'>
@@ -47,7 +47,7 @@ export interface JobCaller {
   maxConcurrent: number
 }
 
-/** CreatedJob (SPEC.md 2.2); voiceover adds result_url (it completes synchronously). */
+/** CreatedJob (docs/api.md "Jobs"); voiceover adds result_url (it completes synchronously). */
 export interface CreatedJobView {
   id: string
   status: string
@@ -61,7 +61,7 @@ export interface CreatedJobView {
   replayed?: true
 }
 
-/** Per-item result of POST /v1/batch (DESIGN.md 7). */
+/** Per-item result of POST /v1/batch (docs/api.md "Batch (paid plans)"). */
 export interface BatchItemView {
   index: number
   type: 'video' | 'image' | null
@@ -78,5 +78,5 @@ export interface BatchView {
   replayed?: true
 }
 
-/** Kinds of credit ledger entries (DESIGN.md section 3). */
+/** Kinds of credit ledger entries (docs/architecture.md "Durability", the ledger). */
 export type CreditKind = 'grant' | 'purchase' | 'charge' | 'refund' | 'adjustment'

@@ -1,5 +1,5 @@
 /**
- * The one error table (SPEC.md section 7, DESIGN.md section 7).
+ * The one error table (docs/api.md "Errors").
  * It drives the HTTP envelope, the thread protocol (errors cross threads as codes) and the
  * `x-error-codes` table of /v1/openapi.json. test/errors.test.ts fails if a code is missing.
  */
@@ -61,7 +61,7 @@ const RETRY_AFTER_DEFAULT: Partial<Record<ErrorCode, number>> = { concurrency_li
 /** Extra envelope fields some codes carry (`param`, `details`, `required_scope`, `pricing_url`, `reason`...). */
 export type ErrorExtra = { details?: unknown; param?: string; [k: string]: unknown }
 
-/** An error that maps onto the SPEC.md section 7 envelope. Thrown anywhere; rendered by the front end. */
+/** An error that maps onto the docs/api.md "Errors" envelope. Thrown anywhere; rendered by the front end. */
 export class ApiError extends Error {
   readonly code: ErrorCode
   readonly status: number
@@ -73,7 +73,7 @@ export class ApiError extends Error {
     this.code = code
     this.status = ERRORS[code].status
     this.extra = extra
-    // SPEC.md 7: "on 429 wait Retry-After". Every 429, whatever raised it (the rate window, the
+    // docs/api.md "Errors": every 429 carries Retry-After. Every 429, whatever raised it (the rate window, the
     // concurrency cap on a shard thread, the SSE stream cap), carries the header and the same
     // number as `retry_after` in the body: set here, where every ApiError is made.
     if (this.status === 429) {
@@ -84,7 +84,7 @@ export class ApiError extends Error {
     }
   }
 
-  /** The SPEC.md section 7 envelope. */
+  /** The docs/api.md "Errors" envelope. */
   toJSON (): Record<string, unknown> {
     return { error: true, code: this.code, message: this.message, ...this.extra }
   }

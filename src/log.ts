@@ -1,7 +1,7 @@
 import { pino, type DestinationStream, type Logger } from 'pino'
 
 /**
- * Field paths whose values never reach a log line (issue 14): credentials in headers, request
+ * Field paths whose values never reach a log line: credentials in headers, request
  * bodies and config objects. pino's `redact` replaces them with "[Redacted]". Request lines
  * (src/http/server.ts) log the path only, never the query string or headers, so `?ticket=` and
  * signed file URLs stay out as well.
@@ -21,7 +21,7 @@ export const REDACT_PATHS = [
 ]
 
 const SECRET_ENV = ['ADMIN_TOKEN', 'JWT_SECRET', 'METRICS_TOKEN', 'FAL_KEY', 'REPLICATE_API_TOKEN', 'KIE_API_KEY', 'REPLICATE_WEBHOOK_SECRET', 'KIE_WEBHOOK_HMAC_KEY']
-/** API keys (SPEC.md 2.6) and JWTs, wherever they appear inside a logged string. */
+/** API keys (docs/api.md "Accounts, sessions and keys") and JWTs, wherever they appear inside a logged string. */
 const PATTERNS = /gjs_sk_[0-9a-f]{8,}|eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g
 
 /** Removes known secrets from free text (error messages and stacks, which redact paths cannot reach). */

@@ -2,8 +2,8 @@ import { createApp, type App } from './app.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
 
 /**
- * Boots the service (`npm start`, or `node dist/src/main.js` under a supervisor; README
- * "Running in production"). Exit codes: 0 after a drain on SIGTERM/SIGINT, 1 on a
+ * Boots the service (`npm start`, or `node dist/src/main.js` under a supervisor;
+ * docs/operations.md "Running in production"). Exit codes: 0 after a drain on SIGTERM/SIGINT, 1 on a
  * configuration mistake (one line on stderr, nothing started), a failed boot or a stop that
  * failed or took over 30 s.
  */

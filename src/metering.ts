@@ -8,7 +8,7 @@ const MAX_BUFFER = 200_000
 /** A flush's write not settled by then fails (and its rows are kept for the next flush). */
 const FLUSH_TIMEOUT_MS = 30_000
 /**
- * Rows that start a flush before the 1 s timer (issue 13): each flush has a fixed cost (the
+ * Rows that start a flush before the 1 s timer: each flush has a fixed cost (the
  * transaction, the rollup of every (account, endpoint) pair it holds: ~1000 upserts under
  * job-get), so a flush every 5000 rows cost ~3.3 µs a row here and ~10 µs in PostgreSQL
  * against ~1.2-2 and ~6-9 µs for 20,000-row flushes (node dist/bench/metering-flush.js).
@@ -17,8 +17,8 @@ const FLUSH_TIMEOUT_MS = 30_000
 const EARLY_FLUSH_ROWS = 20_000
 
 /**
- * Records every request off the response's critical path (issue 2 item 10): rows go into a
- * preallocated columnar buffer (issue 13: no object per request) and are written with COPY in
+ * Records every request off the response's critical path: rows go into a
+ * preallocated columnar buffer (no object per request) and are written with COPY in
  * one batch per second (or sooner when many queue). Two buffers alternate: one fills while the
  * other is written. Key last_used_at times ride along. Rows survive a failed flush up to
  * MAX_BUFFER.

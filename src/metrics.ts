@@ -66,7 +66,7 @@ const NON_TERMINAL = ['queued', 'submitted', 'processing']
 export interface RequestCell { n: number; readonly hist: Hist }
 
 /**
- * The main thread's Prometheus registry (DESIGN.md 7 "Metrics", issue 14). The request hook is
+ * The main thread's Prometheus registry (docs/operations.md "Metrics"). The request hook is
  * one call per answered request; its cells are plain counters in nested maps keyed by route
  * path, method and status, so the hot path does no label-object lookups or string building.
  */
@@ -95,8 +95,8 @@ export class Metrics {
 
   /**
    * `processMetrics`: prom-client's default process and Node.js series with the `genjobs_`
-   * prefix (resident memory, CPU seconds, open files, heap, GC, event-loop lag; README
-   * "Metrics"). Only the main thread's instance collects them: the process figures are the
+   * prefix (resident memory, CPU seconds, open files, heap, GC, event-loop lag;
+   * docs/operations.md "Metrics"). Only the main thread's instance collects them: the process figures are the
    * whole process's, the event-loop lag is the main thread's (the one that takes the scrape),
    * and other front-end threads delegate their scrapes to it.
    */
@@ -176,7 +176,7 @@ export class Metrics {
       for (const s of this.snaps) for (const [k, n] of Object.entries(s.breakers)) m.set(k, Math.max(m.get(k) ?? 0, n))
       return [...m].map(([k, n]) => ({ labels: { provider: k }, value: n }))
     }))
-    // The route view that is not in the public health (DESIGN.md 7): one series per route of PROVIDERS_FILE.
+    // The route view that is not in the public health (docs/providers.md "Routing", Operators): one series per route of PROVIDERS_FILE.
     const perRoute = (pick: (r: RouteState) => number | null) => () => this.routeStates.flatMap(r => {
       const v = pick(r)
       return v === null ? [] : [{ labels: { model: r.model, route: r.route, provider: r.provider, upstream_model: r.upstream_model }, value: v }]
@@ -190,7 +190,7 @@ export class Metrics {
       for (const s of this.snaps) for (const [k, n] of Object.entries(s.deliveries)) m.set(k, (m.get(k) ?? 0) + n)
       return [...m].map(([k, n]) => ({ labels: { outcome: k }, value: n }))
     }))
-    // Issue 15 (soak): which thread's heap or which structure grows.
+    // For the soak (docs/operations.md "Chaos suite"): which thread's heap or which structure grows.
     const threads = () => [threadSnapshot(), ...this.snaps]
     reg(new Collected('genjobs_thread_heap_bytes', 'V8 heap per thread (main, shard-N, delivery worker), by kind: used, total, external, malloced', 'gauge', () =>
       threads().flatMap(t => Object.entries(t.heap).map(([kind, value]) => ({ labels: { thread: t.thread, kind }, value })))))

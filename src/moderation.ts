@@ -1,8 +1,8 @@
 import { inflateSync } from 'node:zlib'
 
 /**
- * The content screen (SPEC.md 4.14 "the same content screen as generation", DESIGN.md section
- * 7 MODERATION_TERMS): a term list matched against text. Prompts are screened by the job
+ * The content screen (docs/api.md "Uploads"; extra terms from MODERATION_TERMS, docs/operations.md
+ * "Configuration"): a term list matched against text. Prompts are screened by the job
  * engine; image uploads by src/http/routes/uploads.ts (file name and embedded text metadata).
  * A hit answers 403 CONTENT_POLICY_VIOLATION.
  *

@@ -2,7 +2,7 @@ import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import type { JobView } from './jobs/view.js'
 
-/** Messages nodes exchange over Redis pub/sub (DESIGN.md section 4). */
+/** Messages nodes exchange over Redis pub/sub (docs/architecture.md "Several nodes"). */
 export type BusMessage =
   /** A job changed on the node that runs it: other nodes update their read cache and SSE streams. */
   | { t: 'job'; n: string; a: number; j: JobView }

@@ -23,7 +23,7 @@ export interface Services {
   config: Config
   /** The main thread's pool (reads, key management, operator writes that bypass actors). */
   sql: Sql
-  /** Whether PostgreSQL answers, as this thread sees it (issue 15): bounds request waits during an outage. */
+  /** Whether PostgreSQL answers, as this thread sees it: bounds request waits during an outage. */
   dbHealth: DbHealth
   shards: Shards
   auth: Authenticator
@@ -39,7 +39,7 @@ export interface Services {
   /** Cross-node bus and shared rate window (only with REDIS_URL). */
   bus: RedisBus | null
   redisLimiter: RedisRateLimiter | null
-  /** Failed-login counts per account and address (issue 15 point 5): Redis with REDIS_URL, else memory. */
+  /** Failed-login counts per account and address: Redis with REDIS_URL, else memory. */
   loginThrottle: LoginThrottle
   /** Signups per client address (Redis with REDIS_URL, else the main thread's). */
   signupThrottle: SignupThrottle
@@ -55,7 +55,7 @@ export interface Services {
   storage: Storage
   /** Prometheus registry and hooks (GET /metrics). */
   metrics: Metrics
-  /** The routing and adapters, in the main thread: callbacks are verified here (issue 11). */
+  /** The routing and adapters, in the main thread: callbacks are verified here. */
   providers: Providers
   /** Version string of this build (package.json). */
   version: string

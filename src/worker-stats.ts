@@ -44,7 +44,7 @@ export interface StatsSnapshot {
   /** Webhook delivery attempts by outcome (delivery worker). */
   deliveries: Record<string, number>
   deliverySeconds: HistSnap
-  /** This thread's name (shard-0, delivery) and V8 heap (issue 15: which thread grows in a soak). */
+  /** This thread's name (shard-0, delivery) and V8 heap (which thread grows in a soak). */
   thread: string
   heap: ThreadHeap
   /** Sizes of this thread's long-lived structures (actors, live jobs...), by name. */

@@ -1,4 +1,4 @@
-// The one error table (src/errors.ts, DESIGN.md section 8): it must cover SPEC.md section 7,
+// The one error table (src/errors.ts, docs/architecture.md "Conventions in the code"): it must cover docs/api.md "Errors",
 // every code thrown in src/, every code a route declares, /v1/openapi.json's x-error-codes, and
 // the thread protocol (codes cross threads and are rebuilt on arrival).
 import t from 'tap'
@@ -9,7 +9,7 @@ import { ApiError, ERRORS, errorFromWire, isErrorCode } from '../src/errors.js'
 import { allRoutes } from '../src/http/routes/index.js'
 import { startServer } from './helpers/server.js'
 
-/** SPEC.md section 7, literally (SKIPPED has no HTTP status). */
+/** docs/api.md "Errors", literally (SKIPPED has no HTTP status). */
 const SPEC_TABLE: Record<string, number | null> = {
   VALIDATION_ERROR: 400, INVALID_PARAM: 400, INVALID_IDEMPOTENCY_KEY: 400,
   AUTH_REQUIRED: 401, INVALID_API_KEY: 401, KEY_EXPIRED: 401, TOKEN_MALFORMED: 401, TOKEN_EXPIRED: 401,
@@ -23,7 +23,7 @@ const SPEC_TABLE: Record<string, number | null> = {
   INTERNAL_ERROR: 500, PROVIDER_ERROR: 502, GATEWAY_TIMEOUT: 504, GENERATION_FAILED: 500, EXTEND_FAILED: 500,
   SKIPPED: null,
 }
-/** DESIGN.md section 7 additions. */
+/** docs/api.md "Endpoints" additions. */
 const DESIGN_TABLE: Record<string, number> = { INVALID_CREDENTIALS: 401, IDEMPOTENCY_CONFLICT: 409 }
 
 const SRC = fileURLToPath(new URL('../../src/', import.meta.url))

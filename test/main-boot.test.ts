@@ -1,4 +1,4 @@
-// The real process as an operator runs it (README "Running in production"): a configuration
+// The real process as an operator runs it (docs/operations.md "Running in production"): a configuration
 // mistake is one line on stderr and exit 1 before anything starts; SIGTERM or SIGINT to the
 // `npm start` process (what Docker, Kubernetes and systemd signal) stops the server it started.
 import t from 'tap'

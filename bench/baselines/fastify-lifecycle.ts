@@ -11,7 +11,7 @@
  * A timer per job stands in for the provider: it "polls" at the service's cadence for the same
  * simulated duration (SIM_SPEED), re-armed after each poll's write like the service's JobActor.
  * Progress UPDATEs: one per poll that finds the job still running, which is what a naive
- * implementation does (and what the service did before issue 12 point 4): with
+ * implementation does (and what the service did before its progress writes were batched): with
  * T = 15 s / SIM_SPEED and poll = clamp(T / 10, 20 ms, 5 s), that is ~9 per job at
  * SIM_SPEED=10 and 0 at SIM_SPEED=1000 (the first poll finds it done). The outbox rows are
  * written, not delivered (no delivery worker): the service delivers its own, at its cost.

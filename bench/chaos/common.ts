@@ -1,5 +1,5 @@
 /**
- * Shared pieces of the chaos suite (issue 15): a client that never hangs forever, latency
+ * Shared pieces of the chaos suite: a client that never hangs forever, latency
  * percentiles, and the ledger invariants checked in SQL after every scenario.
  */
 import type postgres from 'postgres'
@@ -40,7 +40,7 @@ export function percentile (xs: number[], p: number): number {
 
 export const sleep = (ms: number) => new Promise<void>(resolve => setTimeout(resolve, ms))
 
-/** Ledger invariants (DESIGN.md 3) in SQL; every figure must be 0 except `accounts` and `jobs`. */
+/** Ledger invariants (docs/architecture.md "Durability") in SQL; every figure must be 0 except `accounts` and `jobs`. */
 export async function invariants (sql: postgres.Sql, graceS = 5): Promise<Record<string, number>> {
   const [r] = await sql<Record<string, number>[]>`
     SELECT

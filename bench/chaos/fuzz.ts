@@ -1,9 +1,9 @@
 /**
- * Body fuzzer over every operation of /v1/openapi.json (issue 15): for each request,
+ * Body fuzzer over every operation of /v1/openapi.json: for each request,
  * fast-check picks an operation and builds a body from its schema, each property either a
  * value of the declared type (enums, bounds, formats nearby) or arbitrary JSON, sometimes
  * not JSON at all; path parameters are random strings. Counted: answers >= 500 and answers
- * that are not the SPEC.md section 7 envelope. Credentials: a paid key, or a session JWT for
+ * that are not the docs/api.md "Errors" envelope. Credentials: a paid key, or a session JWT for
  * session routes; operator routes get no token (they must refuse cleanly).
  *
  * Then the hostile phase (docs/operations.md "Hostile input"): a 2 MB body to every operation

@@ -1,5 +1,5 @@
 /**
- * kill -9 at random moments under mixed load (issue 15): creations that complete, fail
+ * kill -9 at random moments under mixed load: creations that complete, fail
  * ([sim:fail], refunded), get cancelled ([sim:queue] then DELETE) or time out at submission
  * ([sim:timeout], 504), every creation retried with its Idempotency-Key until it gets an
  * answer that is not a 5xx or a dropped connection. After the last restart the jobs are left
@@ -68,7 +68,7 @@ export async function killChaos (o: KillOptions): Promise<Record<string, number>
     // A cancel answered 200 survives every kill (the cancellation was committed before the answer).
     const [{ lost }] = await db.sql<{ lost: number }[]>`SELECT count(*)::int AS lost FROM jobs WHERE id = ANY(${cancelAcked}) AND status <> 'cancelled'`
     // [sim:queue] jobs whose DELETE met a kill are still queued (they wait for capacity that
-    // never comes, and a queued job's deadline only runs once a provider has it, DESIGN.md 5):
+    // never comes, and a queued job's deadline only runs once a provider has it, docs/architecture.md "Providers and media"):
     // counted, then cancelled again as their client would; each must be cancelled now.
     const [{ q }] = await db.sql<{ q: number }[]>`SELECT count(*)::int AS q FROM jobs WHERE status = 'queued' AND deadline_at < now()`
     let cancelAgainFailed = 0

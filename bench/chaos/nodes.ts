@@ -1,5 +1,5 @@
 /**
- * Two nodes on one database and one Redis (issue 15 points 2-4, built on the core branch):
+ * Two nodes on one database and one Redis:
  * concurrent free-trial videos, overspending one balance, and one pro key's in-flight cap,
  * each request sent to either node. Figures: free videos accepted per round (must be 1),
  * negative remaining_credits seen, the database balance, in-flight peak per key (cap 10).

@@ -1,5 +1,5 @@
 /**
- * A database outage through the TCP fault proxy (issue 15 point 1): added latency, connection
+ * A database outage through the TCP fault proxy: added latency, connection
  * resets, then the database black-holed for half of `outageS` and cut off (port closed) for the
  * other half, under creation and read load with Idempotency-Key retries. Figures: shard
  * restarts (from the service's log), client waits, errors without Retry-After, recovery time

@@ -1,7 +1,7 @@
 /**
  * `npm run chaos [-- scenario...] [--kills N] [--outage S] [--fuzz N] [--soak S] [--rounds N]`
  *
- * The chaos suite (issue 15). Scenarios: kill (kill -9 under mixed load, ledger invariants in
+ * The chaos suite. Scenarios: kill (kill -9 under mixed load, ledger invariants in
  * SQL), outage (TCP fault proxy: latency, resets, black hole, cut), nodes (two nodes on one
  * database and Redis: trial, overspend, concurrency races), fuzz (bodies over every operation
  * of /v1/openapi.json), soak (RSS sampled). Each runs the service as `node dist/src/main.js`

@@ -1,5 +1,5 @@
 /**
- * Soak (issue 15): steady mixed load (creations with 2,000-character CJK prompts, job polls,
+ * Soak: steady mixed load (creations with 2,000-character CJK prompts, job polls,
  * balance reads) for `seconds`, the service's RSS sampled every second from /proc and every
  * thread's V8 heap and long-lived structure sizes every 2 s from /metrics
  * (genjobs_thread_heap_bytes, genjobs_thread_structure_size). The job cache gets 16 MB, so it

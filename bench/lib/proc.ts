@@ -1,7 +1,7 @@
 /**
  * Process accounting from /proc (Linux): CPU time of a whole process (every thread), its RSS,
  * and the CPU of the PostgreSQL backends serving one database. These are the figures that do
- * not depend on the load generator's own ceiling (issue 7, "Method").
+ * not depend on the load generator's own ceiling (docs/benchmarks.md "Running").
  */
 import { execFileSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'

@@ -43,7 +43,7 @@ export interface Side {
 }
 
 /**
- * A target from issue 7. `ratio`: service median / `baseline` median of `metric`;
+ * A target (docs/benchmarks.md "Scenarios"). `ratio`: service median / `baseline` median of `metric`;
  * `absolute`: the service median itself.
  */
 export interface Target {

@@ -78,7 +78,7 @@ export async function seedAccounts (svc: ServiceProcess, n: number, credits: num
   return out
 }
 
-/** SPEC/DESIGN invariant: every account's snapshot equals the sum of its ledger entries. */
+/** The ledger invariant (docs/architecture.md "Durability"): every account's snapshot equals the sum of its ledger entries. */
 export async function ledgerInvariant (sql: postgres.Sql): Promise<{ accounts: number; violations: number; credits: string; ledger: string }> {
   const [r] = await sql<{ accounts: number; violations: number; credits: string; ledger: string }[]>`
     SELECT count(*)::int AS accounts,

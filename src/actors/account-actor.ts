@@ -20,7 +20,7 @@ export { createdOf } from './creation.js'
 export { PRICING_URL } from './decide.js'
 
 /**
- * One account (DESIGN.md 2). It only sequences: decisions are decide.ts's pure functions over
+ * One account (docs/architecture.md "Threads"). It only sequences: decisions are decide.ts's pure functions over
  * this memory (balance, holds, per-key slots, idempotency index), durable writes are
  * src/db/ledger.ts's through the shard's group commit, and memory takes the values the
  * database RETURNed after COMMIT. Across nodes the conditional charge decides balance and free
@@ -71,7 +71,7 @@ export class AccountActor {
     return true
   }
 
-  /** A commit's outcome is unknown (database lost mid-commit, issue 15): reload before deciding. */
+  /** A commit's outcome is unknown (database lost mid-commit): reload before deciding. */
   stale = false
 
   load (): Promise<AccountView> | AccountView {
@@ -79,7 +79,7 @@ export class AccountActor {
     return this.fetch(true).then((v) => { this.stale = false; return v })
   }
 
-  /** With several nodes every read is the committed row (issue 15): others change it too. */
+  /** With several nodes every read is the committed row: others change it too. */
   get (): Promise<AccountView> {
     return this.mailbox.post(async () => ({ ...(this.deps.multiNode ? await this.fetch(this.state === null) : await this.load()) }))
   }
@@ -110,7 +110,7 @@ export class AccountActor {
     })
   }
 
-  /** POST /generate/*, /extend/video (SPEC.md 4.3-4.6): decide in the mailbox, then submit and commit. */
+  /** POST /generate/*, /extend/video (docs/api.md "Jobs"): decide in the mailbox, then submit and commit. */
   async createJob (req: CreateReq): Promise<{ created: CreatedJobView; replayed: boolean }> {
     const d = await this.mailbox.post(() => this.decide(req))
     if (d.kind === 'wait') { await d.pending; return this.createJob(req) }
@@ -165,7 +165,7 @@ export class AccountActor {
     return { kind: 'new' as const, id, trial, settle }
   }
 
-  /** The checks in SPEC order (ban/lock, trial, concurrency, balance, circuit). Returns `trial`. */
+  /** The checks in the API's order (ban/lock, trial, concurrency, balance, circuit). Returns `trial`. */
   private async admit (req: CreateReq, id: string): Promise<boolean> {
     const s = this.state!
     const refused = refuseAccount(s, this.held, req.spec)

@@ -10,7 +10,7 @@ export type BatchReq = Omit<ShardRequests['batch.create']['req'], 'items'> & {
 }
 
 /**
- * POST /batch (SPEC.md 4.7): items priced and charged individually, in order; the first 402
+ * POST /batch (docs/api.md "Batch (paid plans)"): items priced and charged individually, in order; the first 402
  * stops submission and later items are SKIPPED; other errors do not stop it. With an
  * Idempotency-Key the whole answer is remembered and replayed.
  */

@@ -29,11 +29,11 @@ export interface ActorDeps {
   submitTimeoutMs: number
   /** Where provider callbacks arrive (PUBLIC_BASE_URL). */
   publicBaseUrl: string
-  /** Result downloads (issue 11 point 6). */
+  /** Result downloads. */
   resultRules: ResultRules
   /** Content-policy hits before the account is suspended. */
   violationThreshold: number
-  /** This node's id: new jobs are leased to it (DESIGN.md 4). */
+  /** This node's id: new jobs are leased to it (docs/architecture.md "Several nodes"). */
   nodeId: string
   /** REDIS_URL is set: other nodes may change this account too. */
   multiNode: boolean
@@ -66,9 +66,9 @@ export const NO_PROVIDER_NOW = 'No provider can take this job right now; nothing
 export type CreateReq = JobCaller & { spec: JobSpec; idempotencyKey?: string; fingerprint?: string }
 
 /**
- * After the decision (DESIGN.md 5): ask the provider, then the charge, job row and ledger
+ * After the decision (docs/architecture.md "Creating a job"): ask the provider, then the charge, job row and ledger
  * entry commit together before the answer leaves (docs/decisions.md "Submission order").
- * Routes in order (issue 11 point 3): an open breaker or a refusal tries the next route; a
+ * Routes in order: an open breaker or a refusal tries the next route; a
  * route without room makes the job `queued` on it (charged, submitted when room frees).
  * The 201's remaining_credits is the balance the charge RETURNed.
  */
@@ -179,7 +179,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
     submission = null
     if (answer.e instanceof UpstreamUnavailable && answer.e.httpStatus === 429) {
       // The provider is at capacity for us: like a full route, the job is charged and
-      // `queued`, and submitted again after Retry-After (issue 11 point 7).
+      // `queued`, and submitted again after Retry-After.
       row.status = 'queued'
       retryAfterMs = answer.e.retryAfterMs ?? 1000
       if (r.recordsHistory) events.push({ job_id: id, source: 'refused', route: r.key, state: 'rate_limited', detail: { retry_after_ms: retryAfterMs } })
@@ -197,7 +197,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
   }
   if (route === null) {
     a.settled(c, req.keyId, null, false)
-    // The client's message is neutral (DESIGN.md 7 "Health, errors shown to clients"): no
+    // The client's message is neutral (docs/providers.md "Routing"): no
     // provider name, no upstream text. No job row exists to keep the detail, so the operator
     // gets it in the log, keyed by the job id the job would have had.
     if (lastError !== null) a.log('no route took the job', { job: id, model: spec.model, last: String((lastError as Error)?.message ?? lastError), refusals: events.map(e => ({ route: e.route, state: e.state, detail: e.detail })) })
@@ -206,7 +206,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
   const on: Route = route
   row.route = on.key
 
-  // voiceover completes synchronously (SPEC.md 4.5): its 201 already carries the result.
+  // voiceover completes synchronously (docs/api.md "Audio"): its 201 already carries the result.
   if (handle !== null && spec.model === 'voiceover' && on.provider.simulated) {
     try {
       const st = await on.provider.status(handle, pj)
@@ -233,7 +233,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
       throw refusedCharge(await a.reload(), d.trial, spec)
     }
     if (isDbUnavailable(err)) {
-      // Issue 15: the database went away mid-commit, so the outcome is unknown (COMMIT may
+      // The database went away mid-commit, so the outcome is unknown (COMMIT may
       // have landed). Reload balance and counts at next use; a retry with the same
       // Idempotency-Key finds the job if it was committed.
       a.stale = true

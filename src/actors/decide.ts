@@ -2,19 +2,19 @@ import { ApiError, emailUnverified } from '../errors.js'
 import type { AccountView, JobCaller, JobSpec } from '../domain.js'
 
 /**
- * The account's decisions as pure functions of (state, request) -> refusal or go (issue 12
- * point 1). No threads, no database, no clock: the actor feeds them its memory (or, across
- * nodes, what Redis and the conditional charge answer) and applies the outcome. Order of the
- * checks is SPEC.md's: ban/lock, free trial, concurrency, balance.
+ * The account's decisions as pure functions of (state, request) -> refusal or go. No threads,
+ * no database, no clock: the actor feeds them its memory (or, across nodes, what Redis and the
+ * conditional charge answer) and applies the outcome. Order of the checks is the API's: ban/lock,
+ * free trial, concurrency, balance.
  */
 
-/** Where the free trial and upgrade prompts point (SPEC.md 7, upgrade_required). */
+/** Where the free trial and upgrade prompts point (docs/api.md "Errors", upgrade_required). */
 export const PRICING_URL = '/v1/credits/pricing'
 
 /** Credits and trial videos held by creations decided but not committed yet. */
 export interface Held { credits: number; trialVideos: number }
 
-/** A video (or extension) made before the first purchase is the free-trial video (SPEC.md 8). */
+/** A video (or extension) made before the first purchase is the free-trial video (docs/api.md "Jobs"). */
 export function isTrialVideo (a: AccountView, spec: JobSpec): boolean {
   return !a.has_purchased && !a.enterprise && (spec.type === 'video' || spec.type === 'extend')
 }
@@ -51,7 +51,7 @@ export function insufficient (required: number, available: number): ApiError {
   return new ApiError('INSUFFICIENT_CREDITS', `This job costs ${required} credits; the balance is ${avail}`, { required, available: avail })
 }
 
-/** Every in-memory check in SPEC order: the refusal, or null to go ahead. */
+/** Every in-memory check in the API's order: the refusal, or null to go ahead. */
 export function refuseCreate (a: AccountView, held: Held, caller: Pick<JobCaller, 'maxConcurrent'>, inFlight: number, spec: JobSpec): ApiError | null {
   return refuseAccount(a, held, spec) ?? refuseConcurrency(caller, inFlight) ?? refuseBalance(a, held, spec)
 }

@@ -1,5 +1,5 @@
 /**
- * Batched recording of webhook attempts (issue 13), apart from the worker so it can be tested
+ * Batched recording of webhook attempts, apart from the worker so it can be tested
  * without threads or a database.
  */
 import type { AttemptRecord } from '../db/webhooks.js'

@@ -1,7 +1,7 @@
 /**
  * One webhook POST sent at once from the API thread, for the manual tools of docs/webhook-tools.md
  * (POST /v1/webhooks/{id}/test and .../deliveries/{delivery_id}/redeliver), with its answer
- * returned to the caller. Same rules as the delivery pool (DESIGN.md 7 "SSRF"): the URL is
+ * returned to the caller. Same rules as the delivery pool (docs/api.md "Webhooks"): the URL is
  * checked first (checkDestination), the socket goes through the guarded connector (every
  * resolved address public, checked again on the connected address), redirects are never
  * followed, the whole request has DELIVERY_TIMEOUT_MS, and it is signed with the same headers.

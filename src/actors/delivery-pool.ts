@@ -32,10 +32,10 @@ interface Slot {
 }
 
 /**
- * The main thread's handle on the webhook delivery workers (DESIGN.md 2 "delivery pool").
+ * The main thread's handle on the webhook delivery workers (docs/architecture.md "Threads").
  * One worker always runs; while a worker reports a deep backlog (its claims fill their limit)
  * another is started, up to `maxWorkers`, and extra workers are stopped once no worker has
- * reported a deep backlog for `idleRetireMs` (issue 13). Workers claim with a lease and SKIP
+ * reported a deep backlog for `idleRetireMs`. Workers claim with a lease and SKIP
  * LOCKED, exactly as pools of different nodes do, so no delivery is held by two of them at
  * once. Each worker's start, restart and drain is the shared ManagedWorker lifecycle (issue
  * 12): it holds no state that is not in PostgreSQL, so a crashed primary is restarted, and the

@@ -1,5 +1,5 @@
 /**
- * Sends webhook POSTs (issue 13) through the pool's own HTTP/1.1 client (src/actors/h1-client.ts)
+ * Sends webhook POSTs through the pool's own HTTP/1.1 client (src/actors/h1-client.ts)
  * over the SSRF-guarded connector. No promise, AbortSignal or timer per request: the caller's
  * one sweep (`Sender.sweep`) aborts requests past their deadline and closes idle sockets, and
  * `close` ends everything on stop.

@@ -39,7 +39,7 @@ const POLL_MS = 250
 const STATEMENT_TIMEOUT_MS = 10_000
 
 /**
- * The delivery loop (DESIGN.md 2 and 4): claims due outbox rows with a lease, POSTs them through
+ * The delivery loop (docs/architecture.md "Threads"): claims due outbox rows with a lease, POSTs them through
  * the SSRF-guarded connector (src/actors/h1-client.ts), records every attempt, and reschedules failures. Wakes on NOTIFY
  * webhook_deliveries (sql/0005), on a full batch, on a retry coming due, and every POLL_MS.
  * At-least-once: a row is marked delivered only after a 2xx is recorded; if the process dies
@@ -242,7 +242,7 @@ class DeliveryLoop {
 const init = workerData as DeliveryInit
 const config = init.config
 const log = createLogger(config.logLevel, { base: { worker: 'delivery' }, secrets: [config.adminToken ?? '', config.jwtSecret ?? '', config.metricsToken ?? ''] })
-containDriverFaults((msg, err) => log.error({ err }, msg)) // issue 15: an outage never kills the worker
+containDriverFaults((msg, err) => log.error({ err }, msg)) // An outage never kills the worker
 const sql = connect(init.databaseUrl, { max: 3, stallMs: init.config.dbStallTimeoutMs })
 const connector = guardedConnector({ allowlist: config.webhookAllowlist, timeoutMs: DELIVERY_TIMEOUT_MS })
 const loop = new DeliveryLoop(sql, new GroupCommit(sql), connector, {

@@ -1,5 +1,5 @@
 /**
- * Webhook delivery rules (SPEC.md 6.1; DESIGN.md 2 "delivery pool" and 7 "Webhook delivery
+ * Webhook delivery rules (docs/api.md "Webhooks"; docs/architecture.md "Threads"; webhook delivery
  * body", "SSRF"): signing, the retry schedule, how an answer is judged, and where a delivery may
  * connect. Pure functions plus two small I/O builders with injectable DNS (a guarded undici
  * connector and the registration-time resolver), so all of it is unit-tested without a network.
@@ -12,25 +12,25 @@ import type { LookupFunction, Socket } from 'node:net'
 import { buildConnector } from 'undici'
 import { classifyHost, isAllowlistedHost, isIpLiteral, isPublicIpLiteral, parseIPv4, parseIPv6 } from '../catalog/url.js'
 
-/** Delay before retry n (n = 1..10) after a failed attempt, in seconds (DESIGN.md 7). */
+/** Delay before retry n (n = 1..10) after a failed attempt, in seconds (docs/api.md "Webhooks"). */
 export const RETRY_SCHEDULE_S: readonly number[] = [5, 30, 120, 600, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 24 * 3600]
 /** The first attempt plus one per schedule entry; after the last one a delivery is `failed`. */
 export const MAX_ATTEMPTS = RETRY_SCHEDULE_S.length + 1
-/** Whole-request timeout of one attempt (DESIGN.md 7). */
+/** Whole-request timeout of one attempt (docs/api.md "Webhooks"). */
 export const DELIVERY_TIMEOUT_MS = 10_000
 /** How long a claimed row is ours; longer than any attempt, so only a dead node's rows expire. */
 export const CLAIM_LEASE_S = 60
 
 /**
  * `X-Service-Signature: t=<unix seconds>,sha256=<hex>`, the hex being HMAC-SHA256 keyed with
- * the secret over `<t>.<raw body>` (SPEC.md 6.1). `t` is the time of this attempt, so a retry
+ * the secret over `<t>.<raw body>` (docs/api.md "Webhooks"). `t` is the time of this attempt, so a retry
  * a day later still passes the receiver's 300 s window.
  */
 export function signatureHeader (secret: string, body: string, t: number): string {
   return `t=${t},sha256=${hmacHex(secret, `${t}.${body}`)}`
 }
 
-/** Secrets as key objects, made once per secret instead of once per attempt (issue 13). */
+/** Secrets as key objects, made once per secret instead of once per attempt. */
 const hmacKeys = new Map<string, KeyObject>()
 
 function hmacHex (secret: string, data: string): string {
@@ -43,7 +43,7 @@ function hmacHex (secret: string, data: string): string {
   return createHmac('sha256', key).update(data, 'utf8').digest('hex')
 }
 
-/** The headers of one attempt (DESIGN.md 7), as an object (deliveryHeaderList's pairs). */
+/** The headers of one attempt (docs/api.md "Webhooks"), as an object (deliveryHeaderList's pairs). */
 export function deliveryHeaders (d: { id: string; event: string; secret: string; body: string }, t: number, userAgent: string): Record<string, string> {
   const list = deliveryHeaderList(d, t, userAgent, null)
   const h: Record<string, string> = {}
@@ -52,7 +52,7 @@ export function deliveryHeaders (d: { id: string; event: string; secret: string;
 }
 
 /**
- * The headers of one attempt (DESIGN.md 7) as undici's flat [name, value, ...] list (no object
+ * The headers of one attempt (docs/api.md "Webhooks") as undici's flat [name, value, ...] list (no object
  * per attempt), with `authorization` when the URL carried credentials. The delivery id is the
  * receivers' dedupe key.
  */
@@ -298,7 +298,7 @@ export function connectedAddressError (socket: { remoteAddress?: string }, host:
 export const REGISTRATION_DNS_TIMEOUT_MS = 2000
 
 /**
- * Registration-time resolution (DESIGN.md 7 "URL checks", issue 15 point 7): every address must
+ * Registration-time resolution (docs/api.md "Webhooks"): every address must
  * be public where DNS answers. A name DNS says does not exist (ENOTFOUND / ENODATA) is
  * `unresolved`, accepted then, and the delivery-time check on the connected address guards it.
  * A resolver that does not answer within `timeoutMs`, or answers "try again", is `timeout`: the

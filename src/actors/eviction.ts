@@ -1,7 +1,7 @@
 import type { Held } from './decide.js'
 
 /**
- * Idle account actors leave their shard (issue 15: a shard used to keep one actor per account
+ * Idle account actors leave their shard (a shard used to keep one actor per account
  * ever used). An actor is dropped only when nothing of it is under way: no message being
  * handled or queued (`busy` counts every shard message from arrival to answer, so a creation
  * between its decision and its commit, a replay or a batch keeps it), no live job, no credits

@@ -35,7 +35,7 @@ type Settle = () => void
 export interface Charged { credits: number; free_videos_used: number; seq: number }
 
 /**
- * Group commit (DESIGN.md section 3): while one transaction is in flight, new mutations queue;
+ * Group commit (docs/architecture.md "Durability"): while one transaction is in flight, new mutations queue;
  * when it finishes, everything queued goes to PostgreSQL as the next single transaction, its
  * statements pipelined. Batches grow with load and add no delay when idle (no timer window).
  * Callers are released only after COMMIT. If a batch fails, each of its items is retried in
@@ -60,7 +60,7 @@ export class GroupCommit {
 
   /**
    * `txTimeoutMs`: a transaction not settled by then fails its batch as "database unavailable"
-   * (issue 15: one transaction lost in the driver during an outage must not wedge every later
+   * (one transaction lost in the driver during an outage must not wedge every later
    * commit of the shard behind it). Its outcome is then unknown; callers treat it so.
    */
   constructor (private readonly sql: Sql, private readonly txTimeoutMs = 10_000) {}
@@ -149,7 +149,7 @@ export class GroupCommit {
         return settled.map(r => (r as PromiseFulfilledResult<unknown>).value)
       })) as unknown[]
     } catch (err) {
-      // The database is away (issue 15): retrying item by item would only wait again per item.
+      // The database is away: retrying item by item would only wait again per item.
       if (batch.length === 1 || isDbUnavailable(err)) { for (const i of batch) i.reject(err); return }
       this.stats.fallbacks++
       await this.oneByOne(batch)

@@ -1,5 +1,5 @@
 /**
- * The webhook POST client (issue 13): HTTP/1.1 written for the one request the delivery pool
+ * The webhook POST client: HTTP/1.1 written for the one request the delivery pool
  * sends, over the SSRF-guarded connector (src/actors/delivery.ts `guardedConnector`). A request
  * is one string (head and body) written with one `write`; an answer is parsed in place (status
  * line, five headers, a Content-Length, chunked or until-close body) with no object per header
@@ -7,12 +7,12 @@
  * receiver: 41 against 64 µs of client CPU per POST (docs/decisions.md "Webhook HTTP client").
  *
  * Per origin at most MAX_CONNECTIONS sockets, each with at most PIPELINING requests written
- * ahead (HTTP/1.1 pipelining, docs/decisions.md "HTTP/1.1 pipelining") once it has answered one
+ * ahead (HTTP/1.1 pipelining, docs/decisions.md "Webhook HTTP client") once it has answered one
  * and stayed open; an idle socket is used first, then a new one, then the least loaded. A
  * request that got no byte of its answer when its socket closed is sent again on another
  * socket: always when it was queued behind another request, once when it was first on a
  * socket that had answered before (the receiver closed it as we wrote); the receiver dedupes
- * on X-Service-Delivery (SPEC.md 6.1).
+ * on X-Service-Delivery (docs/api.md "Webhooks").
  */
 import type { Socket } from 'node:net'
 import type { buildConnector } from 'undici'

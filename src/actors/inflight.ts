@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis'
 
 /**
- * Per-key in-flight jobs shared by every node (DESIGN.md 4: "in-flight counters live in Redis,
+ * Per-key in-flight jobs shared by every node (docs/architecture.md "Several nodes": "in-flight counters live in Redis,
  * one Lua script per check"). One sorted set per key: member = job id, score = when the entry
  * expires (Redis clock). A check drops expired members, counts, and adds the job only under
  * the cap, atomically. The node running a job refreshes its score every lease renewal

@@ -32,7 +32,7 @@ export interface JobHost {
   find (job: JobActor, route: Route, since: Date, candidate?: string): Promise<UpstreamHandle[]>
   /** History only (refused routes, failed downloads). */
   record (events: UpstreamEvent[]): Promise<void>
-  /** The deadline of a job a provider got now (DESIGN.md 5: counted from submission). */
+  /** The deadline of a job a provider got now (docs/architecture.md "Providers and media": counted from submission). */
   deadlineFrom (job: JobActor, route: Route, at: number): Date
   storage: Storage
   resultRules: ResultRules
@@ -61,9 +61,9 @@ export const PROVIDER_FAILED = 'The provider failed the job; credits refunded'
 export const PROVIDER_POLICY = 'The provider refused this job under its content policy; credits refunded'
 
 /**
- * One job's state machine (SPEC.md section 3): queued -> submitted -> processing ->
+ * One job's state machine (docs/api.md "Jobs"): queued -> submitted -> processing ->
  * completed | failed | cancelled. It submits on its routes in order (failover on a definitive
- * refusal or an open breaker), polls with backoff, takes callback states (issue 11: callbacks
+ * refusal or an open breaker), polls with backoff, takes callback states (callbacks
  * first, polling reconciles), stores results in our storage, and asks its host (the
  * AccountActor) to persist each change. One timer; ticks never overlap.
  */
@@ -146,7 +146,7 @@ export class JobActor {
     let d = Math.max(delayMs, this.notBefore - now, 0)
     // Polls are aligned on a POLL_GRID_MS grid: the jobs of a shard due within the same few ms
     // wake in one timers phase, so their events cross in one message and their commits join
-    // one group commit (issue 12). Short waits (wake-ups, retries now) are not delayed.
+    // one group commit. Short waits (wake-ups, retries now) are not delayed.
     if (d >= MIN_POLL_MS) d = Math.ceil((now + d) / POLL_GRID_MS) * POLL_GRID_MS - now
     this.timer = setTimeout(this.fire, d)
   }
@@ -204,7 +204,7 @@ export class JobActor {
   /** Nothing is sent to the provider before `ms` from now (upstream 429 Retry-After). */
   retryAfter (ms: number): void { this.notBefore = Math.max(this.notBefore, Date.now() + ms) }
 
-  /** A verified callback (issue 11 point 4): its state if trustworthy, else a poll now. */
+  /** A verified callback: its state if trustworthy, else a poll now. */
   poke (state?: UpstreamState): void {
     if (this.terminal) return
     if (state) this.pushed.push(state)
@@ -251,7 +251,7 @@ export class JobActor {
   private async tick (): Promise<void> {
     if (this.terminal) return
     // The deadline runs only while a provider holds the job or its submission is outstanding
-    // (DESIGN.md 5, issue 10 point 9): a job queued for capacity waits as long as it takes.
+    // (docs/architecture.md "Providers and media"): a job queued for capacity waits as long as it takes.
     if ((this.submitting || this.handle !== null || this.lost) && Date.now() >= this.row.deadline_at.getTime()) return this.deadline()
     if (this.submitting) return this.settleSubmission()
     if (this.orphans.length > 0) return this.cancelOrphan(this.orphans.shift()!)
@@ -270,7 +270,7 @@ export class JobActor {
         st = await provider.status(this.handle, this.pj, provider.simulated ? undefined : AbortSignal.timeout(30_000))
         this.errors = 0
       } catch (err) {
-        // Timeouts, 5xx, 429 on status keep the job running (issue 11 point 5).
+        // Timeouts, 5xx, 429 on status keep the job running.
         this.errors++
         const ra = err instanceof UpstreamUnavailable ? err.retryAfterMs : null
         if (ra) this.notBefore = Date.now() + ra
@@ -337,7 +337,7 @@ export class JobActor {
           return
         }
         // A real provider's failure: the client reads a neutral message (no provider name, no
-        // upstream text; README "Real providers"), the operator the reason in the history. An
+        // upstream text; docs/providers.md "Routing"), the operator the reason in the history. An
         // input refused after acceptance (fal's late 422) is the request's fault: the route's
         // breaker never sees it (polls do not count), and the message says so.
         const message = st.inputRefused ? INPUT_REFUSED : st.contentPolicy ? PROVIDER_POLICY : PROVIDER_FAILED
@@ -562,7 +562,7 @@ export class JobActor {
   }
 
   /**
-   * Results live in our storage (DESIGN.md 6, issue 11 point 6): every output is copied in
+   * Results live in our storage (docs/architecture.md "Providers and media"): every output is copied in
    * (the primary one is the result); an output already in our storage (the simulated provider
    * writes there) is kept as it is.
    */

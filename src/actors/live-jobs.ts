@@ -32,7 +32,7 @@ export interface JobsOwner {
 }
 
 /**
- * An account's running jobs and the JobHost side of its actor (issue 12 point 4): status
+ * An account's running jobs and the JobHost side of its actor: status
  * changes, submissions, results and refunds are committed through the group commit
  * (src/db/ledger.ts), each in the account's mailbox; progress ticks change memory and reach GET
  * and SSE as events at once, and the table every few seconds (deps.progress, flushed by the
@@ -96,7 +96,7 @@ export class LiveJobs implements JobHost {
   }
 
   /**
-   * A verified provider callback (issue 11 point 4) for a job of this account. A live job takes
+   * A verified provider callback for a job of this account. A live job takes
    * it at once. A job this node does not run (another node holds its lease) is settled here
    * when the callback reports an end: the terminal transition is a conditional UPDATE with the
    * refund in the same transaction, so exactly one node moves the money.
@@ -261,7 +261,7 @@ export class LiveJobs implements JobHost {
     return this.a.mailbox.post(() => this.terminate(job, 'failed', message, policyViolation, job.route.recordsHistory ? events : []))
   }
 
-  /** failed or cancelled: the refund commits with the terminal state (DESIGN.md 3). */
+  /** failed or cancelled: the refund commits with the terminal state (docs/architecture.md "Durability"). */
   private async terminate (job: JobActor, status: 'failed' | 'cancelled', message: string | null, policyViolation: boolean, events: UpstreamEvent[] = []): Promise<void> {
     if (job.terminal) return
     const r = job.row
@@ -281,7 +281,7 @@ export class LiveJobs implements JobHost {
     this.emit(r)
   }
 
-  /** DELETE /jobs/{id} (SPEC.md 3): only a queued job can be cancelled. */
+  /** DELETE /jobs/{id} (docs/api.md "Jobs"): only a queued job can be cancelled. */
   cancel (jobId: string): Promise<JobView> {
     return this.a.mailbox.post(async () => {
       await this.a.load()

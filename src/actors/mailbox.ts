@@ -1,7 +1,7 @@
 /**
  * Serialises an actor's messages: each runs after the previous one settled, so handlers see
- * a consistent state without locks (DESIGN.md section 2, "a shard processes messages one at a
- * time per actor").
+ * a consistent state without locks (docs/architecture.md "Messages between threads": "each actor's messages run one after
+ * another").
  */
 export class Mailbox {
   private tail: Promise<unknown> = Promise.resolve()

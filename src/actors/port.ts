@@ -6,7 +6,7 @@ export interface PortLike {
 
 /**
  * Batches everything sent to one port during an event-loop turn into a single postMessage
- * (DESIGN.md section 2): one structured-clone hop per turn, however many requests, replies
+ * (docs/architecture.md "Messages between threads"): one structured-clone hop per turn, however many requests, replies
  * and events were produced. The batch crosses as the plain object: measured by
  * bench/crossing.ts against msgpackr (a view into its shared buffer, as before, copied the
  * whole buffer on every post; packed bytes copied into their own transferred buffer), plain

@@ -6,7 +6,7 @@ import type { SharedProviderState } from '../providers/capacity.js'
 import type { AccountView, BatchItemView, BatchView, CreatedJobView, JobCaller, JobOrder } from '../domain.js'
 
 /**
- * Every message that crosses a thread boundary (DESIGN.md section 2, "Message passing").
+ * Every message that crosses a thread boundary (docs/architecture.md "Messages between threads").
  * Only plain data crosses; errors cross as codes of src/errors.ts and are rebuilt on arrival.
  * Messages are batched per event-loop turn and cross as plain objects (src/actors/port.ts).
  */
@@ -24,14 +24,14 @@ export interface ShardRequests {
   }
   /** Drops the cached state so the next use reloads it (after an operator PATCH). */
   'account.reload': { req: { accountId: number }; res: AccountView }
-  /** Creates a job: checks, charge, provider submission, commit (DESIGN.md sections 3 and 5). */
+  /** Creates a job: checks, charge, provider submission, commit (docs/architecture.md "Creating a job"). */
   'job.create': {
     req: JobCaller & { spec: JobOrder; idempotencyKey?: string; fingerprint?: string }
     res: { created: CreatedJobView; replayed: boolean }
   }
   /** DELETE /jobs/{id}: queued -> cancelled with a full refund, else CANNOT_CANCEL. */
   'job.cancel': { req: { accountId: number; jobId: string }; res: JobView }
-  /** POST /batch: items priced, charged and submitted in order (SPEC.md 4.7). */
+  /** POST /batch: items priced, charged and submitted in order (docs/api.md "Batch (paid plans)"). */
   'batch.create': {
     req: JobCaller & { items: Array<{ index: number; type: 'video' | 'image' | null; spec?: JobOrder; error?: BatchItemView['error'] & { status: number } }>; idempotencyKey?: string; fingerprint?: string }
     res: BatchView
@@ -39,7 +39,7 @@ export interface ShardRequests {
   /** A content-policy hit: counts it and suspends the account at the threshold. */
   'account.violation': { req: { accountId: number }; res: { violations: number; banned: boolean } }
   /**
-   * A verified provider callback for a job of this account (issue 11 point 4): `state` when
+   * A verified provider callback for a job of this account: `state` when
    * the callback is signed over its body, else absent (a hint: the job polls now).
    */
   /** `upstream`: an id no job holds that the callback URL names for this job (a lost submission or a duplicate). */
@@ -75,7 +75,7 @@ export type ShardEvent =
   /** Every persisted change of a job (status, progress, terminal): feeds the read cache and SSE. */
   | { type: 'job.updated'; accountId: number; job: JobView }
   /**
-   * A non-terminal change of a job whose full view was sent before (issue 12, lever 1): only
+   * A non-terminal change of a job whose full view was sent before: only
    * status, progress and updated_at; the main thread patches it into its cached view.
    */
   | ({ type: 'job.progress'; accountId: number } & JobProgress)

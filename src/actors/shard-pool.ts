@@ -39,7 +39,7 @@ export interface ShardPoolOptions {
 }
 
 /**
- * The main thread's handle on the shard workers (DESIGN.md section 2). Account `a` lives on
+ * The main thread's handle on the shard workers (docs/architecture.md "Threads"). Account `a` lives on
  * shard `a mod N`. `ask` pairs a request with its reply; a dead worker's pending asks fail
  * with INTERNAL_ERROR and the worker is restarted (its actors recover from PostgreSQL).
  */

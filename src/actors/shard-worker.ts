@@ -17,13 +17,13 @@ import { specOfOrder } from '../jobs/spec.js'
 
 /**
  * A shard: one worker thread owning the actors of accounts `id mod N == shard`
- * (DESIGN.md section 2), one PostgreSQL pool and one group commit. On start it resumes every
+ * (docs/architecture.md "Threads"), one PostgreSQL pool and one group commit. On start it resumes every
  * non-terminal job of its accounts.
  */
 const init = workerData as ShardInit
 const config = init.config
 const log = createLogger(config.logLevel, { base: { shard: init.shard }, secrets: [config.adminToken ?? '', config.jwtSecret ?? '', config.metricsToken ?? ''] })
-// Issue 15: a database outage is an expected event. A fault the driver throws from its own
+// A database outage is an expected event. A fault the driver throws from its own
 // timers is contained (this shard and its actors live on); a stalled connection is cut.
 containDriverFaults((msg, err) => log.error({ err }, msg))
 const sql = connect(init.databaseUrl, { max: 4, stallMs: config.dbStallTimeoutMs })
@@ -124,7 +124,7 @@ function attach (p: MessagePort): void {
   p.on('close', () => p.removeAllListeners())
 }
 
-// Job ownership (DESIGN.md 3 and 4): at start, take back what a previous run of this node left
+// Job ownership (docs/architecture.md "Durability"): at start, take back what a previous run of this node left
 // unfinished plus any job whose owner's shard stopped renewing; then keep renewing this shard's lease and
 // keep claiming expired ones (a dead node's jobs resume here).
 async function claim (reclaimOwn: boolean): Promise<void> {
@@ -133,7 +133,7 @@ async function claim (reclaimOwn: boolean): Promise<void> {
   for (const row of rows) account(row.account_id).live.resume(row)
   if (rows.length) log.info({ jobs: rows.length }, 'resumed unfinished jobs')
 }
-// The startup claim retries with backoff while the database is away (issue 15): a shard that
+// The startup claim retries with backoff while the database is away: a shard that
 // restarts during an outage waits for it instead of dying in a crash loop.
 for (let attempt = 0; ; attempt++) {
   try { await claim(true); break } catch (err) {
@@ -168,7 +168,7 @@ const leaseTimer = setInterval(() => {
 leaseTimer.unref()
 
 // Progress ticks live in memory and reach GET and SSE as events; the table gets them in one
-// statement per PROGRESS_FLUSH_MS (issue 12 point 4), for the jobs whose first unwritten change
+// statement per PROGRESS_FLUSH_MS, for the jobs whose first unwritten change
 // is at least that old: a job that ends (or changes status) sooner never has its progress
 // written separately, and stored progress is at most two intervals behind. Transitions are
 // committed at once.

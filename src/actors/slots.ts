@@ -6,7 +6,7 @@ import type { RedisInFlight } from './inflight.js'
 type Key = number | null
 
 /**
- * An account's in-flight jobs per API key (SPEC.md 8 max_concurrent). In memory always (one
+ * An account's in-flight jobs per API key (docs/api.md "Usage and limits" max_concurrent). In memory always (one
  * node: the authority); with REDIS_URL the slot itself is taken in Redis (inflight.ts), which
  * every node shares, and memory is only the fallback while Redis cannot be reached.
  */

@@ -5,16 +5,16 @@ import type { Route } from '../providers/registry.js'
 import { mapInput } from '../providers/routing.js'
 
 /**
- * The provider-facing helpers of the job path (issue 11), kept out of account-actor.ts.
+ * The provider-facing helpers of the job path, kept out of account-actor.ts.
  */
 
-/** Where a provider calls back (DESIGN.md 7): `{PUBLIC_BASE_URL}/v1/providers/{name}/callback`. */
+/** Where a provider calls back (docs/providers.md "Routing"): `{PUBLIC_BASE_URL}/v1/providers/{name}/callback`. */
 export function callbackUrlOf (publicBaseUrl: string, provider: string, jobId: string): string {
   return `${publicBaseUrl}/v1/providers/${provider}/callback?job=${encodeURIComponent(jobId)}`
 }
 
 /**
- * The job's deadline, counted from when a provider got it (DESIGN.md 5; issue 10 point 9: a
+ * The job's deadline, counted from when a provider got it (docs/architecture.md "Providers and media": a
  * queued job has none). Simulated routes: max(4 x estimate, 10 min) of simulated time (divided
  * by SIM_SPEED). Real routes: max(4 x estimate, 30 min) of real time, whatever SIM_SPEED says:
  * a real provider's own queue can hold a job that long. A route's `deadline_s` overrides both.

@@ -19,7 +19,7 @@ export interface ManagedWorkerOptions<In> {
 }
 
 /**
- * One worker thread's life, shared by the shard and delivery pools (issue 12 point 1): start,
+ * One worker thread's life, shared by the shard and delivery pools: start,
  * restart after a crash (state lives in PostgreSQL, the new worker recovers it), and drain
  * (a last message, then terminate after a grace period). `ready` follows the current worker.
  */

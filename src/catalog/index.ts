@@ -1,5 +1,5 @@
 /**
- * The catalogue module (DESIGN.md section 8: data plus pure functions, no I/O): model data,
+ * The catalogue module (docs/architecture.md "Rooms": data and pure functions, no I/O): model data,
  * prices, request schemas and validation, URL policy, and the frozen public bodies of
  * GET /v1/models and GET /v1/credits/pricing. Routes, the OpenAPI description and the job
  * service import from here.

@@ -1,12 +1,12 @@
 /**
- * The model catalogue: every model the API sells, its options and its prices, transcribed from
- * SPEC.md sections 4.3 (video), 4.4 (image), 4.5 (audio) and 4.6 (extend). Data only; the
+ * The model catalogue: every model the API sells, its options and its prices, as the product
+ * spec prices them (GET /v1/models and GET /v1/credits/pricing show them; docs/api.md "Jobs"). Data only; the
  * rules that read it live in pricing.ts and validate.ts, the public shapes in responses.ts.
- * The catalogue governs acceptance (DESIGN.md section 7): an id listed here is accepted even
- * where SPEC.md's request-schema enum omits it.
+ * The catalogue governs acceptance (docs/decisions.md "Catalogue and validation"): an id listed here is accepted even
+ * where the product spec's request-schema enum omits it.
  */
 
-/** Video model ids, in catalogue order (SPEC.md 4.3; `supported_model_ids.video`). */
+/** Video model ids, in catalogue order (docs/api.md "Jobs"; `supported_model_ids.video`). */
 export const VIDEO_MODEL_IDS = [
   'veo3-fast', 'veo3-quality', 'grok-video', 'kling-3.0', 'seedance-2-fast', 'seedance-2',
   'seedance-2-mini', 'seedance-2.5', 'wan-3.0', 'wan-3.0-prime', 'minimax-h3',
@@ -15,27 +15,27 @@ export const VIDEO_MODEL_IDS = [
 export type VideoModelId = typeof VIDEO_MODEL_IDS[number]
 
 /**
- * The 12 ids of SPEC.md's request-schema enum (4.3 rule 3). Kept for reference and tests only:
+ * The 12 ids of the product spec's request-schema enum. Kept for reference and tests only:
  * acceptance and the OpenAPI enum use VIDEO_MODEL_IDS (all 15).
  */
 export const SPEC_SCHEMA_VIDEO_MODEL_IDS: readonly VideoModelId[] = VIDEO_MODEL_IDS.filter(
   id => id !== 'wan-3.0' && id !== 'wan-3.0-prime' && id !== 'minimax-h3')
 
-/** Image model ids (SPEC.md 4.4; `supported_model_ids.image`). */
+/** Image model ids (docs/api.md "Jobs"; `supported_model_ids.image`). */
 export const IMAGE_MODEL_IDS = [
   'nano-banana', 'nano-banana-pro', 'nano-banana-2.1', 'grok-image', 'gpt-image-2', 'gpt-image-2.5',
 ] as const
 export type ImageModelId = typeof IMAGE_MODEL_IDS[number]
 
-/** Audio model ids (SPEC.md 4.5; `supported_model_ids.audio`). */
+/** Audio model ids (docs/api.md "Audio"; `supported_model_ids.audio`). */
 export const AUDIO_MODEL_IDS = ['voiceover', 'music'] as const
 export type AudioModelId = typeof AUDIO_MODEL_IDS[number]
 
-/** Video aspect ratios a request may name (SPEC.md 4.3). */
+/** Video aspect ratios a request may name (docs/api.md "Jobs"). */
 export const VIDEO_ASPECT_RATIOS = ['16:9', '9:16', '2:3', '3:2', '1:1', '4:3', '3:4', '21:9', 'adaptive'] as const
 export type VideoAspectRatio = typeof VIDEO_ASPECT_RATIOS[number]
 
-/** Durations in seconds, sent as strings (SPEC.md 4.3). */
+/** Durations in seconds, sent as strings (docs/api.md "Jobs"). */
 export const VIDEO_DURATIONS = ['4', '5', '6', '8', '10', '12', '15', '20', '30'] as const
 export type VideoDuration = typeof VIDEO_DURATIONS[number]
 
@@ -47,11 +47,11 @@ export type VideoResolution = typeof VIDEO_RESOLUTIONS[number]
 export const VIDEO_MODES = ['std', 'pro', 'fun', 'normal', 'spicy'] as const
 export type VideoMode = typeof VIDEO_MODES[number]
 
-/** Lip-sync modes (SPEC.md 4.3, lipsync row). */
+/** Lip-sync modes (docs/api.md "Jobs", lipsync row). */
 export const LIP_SYNC_MODES = ['normal', 'trim', 'collate'] as const
 export type LipSyncMode = typeof LIP_SYNC_MODES[number]
 
-/** Image aspect ratios, canonical resolutions and formats (SPEC.md 4.4). */
+/** Image aspect ratios, canonical resolutions and formats (docs/api.md "Jobs"). */
 export const IMAGE_ASPECT_RATIOS = ['16:9', '9:16', '2:3', '3:2', '1:1', 'auto'] as const
 export type ImageAspectRatio = typeof IMAGE_ASPECT_RATIOS[number]
 export const IMAGE_RESOLUTIONS = ['1K', '2K', '4K'] as const
@@ -64,7 +64,7 @@ export const MAX_REFERENCE_IMAGES = 10
 export const MAX_REFERENCE_VIDEOS = 5
 export const MAX_REFERENCE_AUDIO = 5
 
-/** Lip-sync pricing (SPEC.md 4.3): base + perSecond x (seconds - 5) for normal and collate. */
+/** Lip-sync pricing (docs/api.md "Jobs"): base + perSecond x (seconds - 5) for normal and collate. */
 export interface LipSyncPricing {
   /** Seconds included in `base`; shorter audio is billed as this many seconds. */
   includedSeconds: number
@@ -76,7 +76,7 @@ export interface LipSyncPricing {
   maxSeconds: Readonly<Record<LipSyncMode, number>>
 }
 
-/** How a video model is priced; exactly one per model (SPEC.md 2.7 "one price descriptor"). */
+/** How a video model is priced; exactly one per model (docs/api.md "Jobs", Models and prices). */
 export type VideoPrice =
   | { kind: 'flat'; credits: number }
   /** credits[resolution][duration] */
@@ -97,7 +97,7 @@ export interface VideoDefaults {
   lip_sync_mode: LipSyncMode | null
 }
 
-/** One video model of SPEC.md 4.3. Empty option lists mean "the model refuses the option" (422). */
+/** One video model of docs/api.md "Jobs". Empty option lists mean "the model refuses the option" (422). */
 export interface VideoModel {
   id: VideoModelId
   name: string
@@ -108,7 +108,7 @@ export interface VideoModel {
   resolutions: readonly VideoResolution[]
   modes: readonly VideoMode[]
   defaults: VideoDefaults
-  /** Longest prompt in characters (SPEC.md 4.3 "prompt cap"). */
+  /** Longest prompt in characters (docs/api.md "Jobs"). */
   promptCap: number
   /** image_url / first_frame_url accepted. */
   firstFrame: boolean
@@ -130,9 +130,9 @@ export interface VideoModel {
   maxDurationWithReferenceVideo: VideoDuration | null
   /** lipsync: image_url + audio_url + audio_duration, lip_sync_mode. */
   lipsync: boolean
-  /** Source of POST /extend/video (SPEC.md 4.6). */
+  /** Source of POST /extend/video (docs/api.md "Jobs"). */
   extendable: boolean
-  /** Catalogue estimated_seconds (SPEC.md 4.3). */
+  /** Catalogue estimated_seconds (docs/api.md "Jobs"). */
   estimatedSeconds: number
   price: VideoPrice
   /** Credits added once per request that carries reference videos, by resolution. */
@@ -149,7 +149,7 @@ function deepFreeze<T> (v: T): T {
   return v
 }
 
-/** Builds credits[row][duration] from SPEC.md's "480p: 220/350/500" rows. */
+/** Builds credits[row][duration] from price rows written as "480p: 220/350/500". */
 function grid (durations: readonly string[], rows: Record<string, readonly number[]>): Record<string, Record<string, number>> {
   const out: Record<string, Record<string, number>> = {}
   for (const [row, values] of Object.entries(rows)) {
@@ -223,7 +223,7 @@ const wanCommon = {
   framesForceAdaptive: true, maxDurationWithReferenceVideo: '15' as const, provider: 'alibaba',
 }
 
-/** The 15 video models of SPEC.md 4.3, in catalogue order. */
+/** The 15 video models of docs/api.md "Jobs", in catalogue order. */
 export const VIDEO_MODELS: readonly VideoModel[] = deepFreeze([
   video({
     id: 'veo3-fast', name: 'Veo 3 Fast', provider: 'google', aspectRatios: ['16:9', '9:16'],
@@ -338,12 +338,12 @@ export const VIDEO_MODELS: readonly VideoModel[] = deepFreeze([
   }),
 ])
 
-/** How an image model is priced (SPEC.md 4.4). */
+/** How an image model is priced (docs/api.md "Jobs"). */
 export type ImagePrice =
   | { kind: 'flat'; credits: number }
   | { kind: 'resolution'; credits: Readonly<Record<ImageResolution, number>> }
 
-/** One image model of SPEC.md 4.4. */
+/** One image model of docs/api.md "Jobs". */
 export interface ImageModel {
   id: ImageModelId
   name: string
@@ -371,7 +371,7 @@ function image (m: Pick<ImageModel, 'id' | 'name' | 'provider' | 'estimatedSecon
   }
 }
 
-/** The 6 image models of SPEC.md 4.4. estimated_seconds are this service's estimates. */
+/** The 6 image models of docs/api.md "Jobs". estimated_seconds are this service's estimates. */
 export const IMAGE_MODELS: readonly ImageModel[] = deepFreeze([
   image({ id: 'nano-banana', name: 'Nano Banana', provider: 'google', estimatedSeconds: 15, price: { kind: 'flat', credits: 10 } }),
   image({ id: 'nano-banana-pro', name: 'Nano Banana Pro', provider: 'google', estimatedSeconds: 30, price: { kind: 'flat', credits: 30 } }),
@@ -384,10 +384,10 @@ export const IMAGE_MODELS: readonly ImageModel[] = deepFreeze([
   image({ id: 'gpt-image-2.5', name: 'GPT Image 2.5', provider: 'openai', estimatedSeconds: 50, price: { kind: 'resolution', credits: { '1K': 10, '2K': 20, '4K': 40 } } }),
 ])
 
-/** Voiceover bands: estimated seconds up to `maxSeconds` cost `credits` (SPEC.md 4.5). */
+/** Voiceover bands: estimated seconds up to `maxSeconds` cost `credits` (docs/api.md "Audio"). */
 export interface DurationBand { maxSeconds: number; credits: number }
 
-/** One audio model of SPEC.md 4.5. */
+/** One audio model of docs/api.md "Audio". */
 export type AudioModel = {
   id: AudioModelId
   name: string
@@ -399,7 +399,7 @@ export type AudioModel = {
   | { price: { kind: 'spoken_duration'; charactersPerSecond: number; bands: readonly DurationBand[] } }
 )
 
-/** The 2 audio models of SPEC.md 4.5. */
+/** The 2 audio models of docs/api.md "Audio". */
 export const AUDIO_MODELS: readonly AudioModel[] = deepFreeze([
   {
     id: 'voiceover', name: 'Voiceover', provider: 'genjobs', estimatedSeconds: 10,
@@ -423,7 +423,7 @@ export const AUDIO_MODELS: readonly AudioModel[] = deepFreeze([
   },
 ])
 
-/** POST /extend/video (SPEC.md 4.1 `extend` object and 4.6). */
+/** POST /extend/video (docs/api.md "Jobs"; the `extend` object of GET /v1/credits/pricing). */
 export const EXTEND = deepFreeze({
   models: ['veo3-fast', 'veo3-quality'] as readonly VideoModelId[],
   credits: 120,
@@ -432,7 +432,7 @@ export const EXTEND = deepFreeze({
   description: 'Extends a completed veo3-fast or veo3-quality video by about 7 seconds for a flat 120 credits.',
 } as const)
 
-/** Credit packs sold on the web (SPEC.md section 8); `amount` is in the currency's major unit. */
+/** Credit packs sold on the web (docs/api.md "Usage and limits"); `amount` is in the currency's major unit. */
 export const CREDIT_PACKS: ReadonlyArray<{ currency: 'USD' | 'INR'; credits: number; amount: number }> = deepFreeze([
   { currency: 'USD', credits: 600, amount: 5 },
   { currency: 'USD', credits: 3000, amount: 19 },
@@ -443,7 +443,7 @@ export const CREDIT_PACKS: ReadonlyArray<{ currency: 'USD' | 'INR'; credits: num
   { currency: 'INR', credits: 20000, amount: 9999 },
 ])
 
-/** Free trial (SPEC.md 1.8 and 8). */
+/** Free trial (docs/api.md "Jobs"). */
 export const FREE_TRIAL = { credits: 200, videos: 1 } as const
 
 const videoById = new Map<string, VideoModel>(VIDEO_MODELS.map(m => [m.id, m]))
@@ -455,7 +455,7 @@ export function videoModel (id: string): VideoModel | undefined { return videoBy
 export function imageModel (id: string): ImageModel | undefined { return imageById.get(id) }
 export function audioModel (id: string): AudioModel | undefined { return audioById.get(id) }
 
-/** True for the video models POST /extend/video accepts as a source (SPEC.md 4.6). */
+/** True for the video models POST /extend/video accepts as a source (docs/api.md "Jobs"). */
 export function isExtendableModel (id: string): boolean {
   return videoById.get(id)?.extendable === true
 }

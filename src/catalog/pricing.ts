@@ -1,5 +1,5 @@
 /**
- * Prices in integer credits for every model and option (SPEC.md sections 4.3 to 4.6). Pure
+ * Prices in integer credits for every model and option (docs/api.md "Jobs"). Pure
  * lookups over models.ts. Omitted options take the model's defaults (models.ts `defaults`), so
  * `priceVideo({ model })` is the price of a request that sent only the model. A combination the
  * catalogue has no price for throws 422 UNSUPPORTED_OPTION naming the field; validate.ts rejects
@@ -58,7 +58,7 @@ function knownVideo (id: string): VideoModel {
 
 /**
  * Seconds a lip-sync job is billed for: audio_duration rounded up to a whole second, at least
- * the 5 seconds included in the base price (SPEC.md 4.3: base + perSecond x (seconds - 5)).
+ * the 5 seconds included in the base price (docs/api.md "Jobs": base + perSecond x (seconds - 5)).
  */
 export function lipsyncBilledSeconds (audioDuration: number, includedSeconds = 5): number {
   return Math.max(includedSeconds, Math.ceil(audioDuration))
@@ -75,7 +75,7 @@ function priceLipsync (p: LipSyncPricing, resolution: string, mode: LipSyncMode,
   return base + perSecond * (lipsyncBilledSeconds(audioDuration, p.includedSeconds) - p.includedSeconds)
 }
 
-/** Credits for a video request (SPEC.md 4.3), surcharge for reference videos included. */
+/** Credits for a video request (docs/api.md "Jobs"), surcharge for reference videos included. */
 export function priceVideo (req: VideoPriceInput): number {
   const m = knownVideo(req.model)
   const d = m.defaults
@@ -115,7 +115,7 @@ export function priceVideo (req: VideoPriceInput): number {
   return credits
 }
 
-/** Credits for an image request (SPEC.md 4.4); grok-image is one flat price per batch. */
+/** Credits for an image request (docs/api.md "Jobs"); grok-image is one flat price per batch. */
 export function priceImage (req: ImagePriceInput): number {
   const m = imageModel(req.model)
   if (!m) throw unsupported('model', `Unknown image model ${JSON.stringify(req.model)}`)
@@ -125,12 +125,12 @@ export function priceImage (req: ImagePriceInput): number {
   return m.price.credits[resolution as keyof typeof m.price.credits]
 }
 
-/** Estimated spoken seconds of a voiceover text: characters / 15, rounded up (SPEC.md 4.5). */
+/** Estimated spoken seconds of a voiceover text: characters / 15, rounded up (docs/api.md "Audio"). */
 export function spokenSeconds (text: string, charactersPerSecond = 15): number {
   return Math.ceil(characterCount(text) / charactersPerSecond)
 }
 
-/** Credits for an audio request (SPEC.md 4.5). A voiceover estimated over 300 s is 422 (param text). */
+/** Credits for an audio request (docs/api.md "Audio"). A voiceover estimated over 300 s is 422 (param text). */
 export function priceAudio (req: AudioPriceInput): number {
   const m = audioModel(req.model)
   if (!m) throw unsupported('model', `Unknown audio model ${JSON.stringify(req.model)}`)
@@ -141,7 +141,7 @@ export function priceAudio (req: AudioPriceInput): number {
   throw unsupported('text', `voiceover text is estimated at ${seconds} seconds of speech (15 characters per second); the limit is ${max} seconds`)
 }
 
-/** Credits for POST /extend/video (SPEC.md 4.6): flat. */
+/** Credits for POST /extend/video (docs/api.md "Jobs"): flat. */
 export function priceExtend (): number {
   return EXTEND.credits
 }

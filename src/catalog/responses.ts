@@ -1,6 +1,6 @@
 /**
  * The two public catalogue bodies, built once from models.ts and frozen: GET /v1/models
- * (SPEC.md 2.7 and 4.1) and GET /v1/credits/pricing (SPEC.md 4.1 and 8). Each has a strong ETag
+ * (docs/api.md "Jobs") and GET /v1/credits/pricing (docs/api.md "Jobs"). Each has a strong ETag
  * computed here, so the front end serves them from its cache and answers If-None-Match with 304.
  * `version` is a hash of the price data: it changes exactly when a price (or pack) changes.
  */
@@ -12,7 +12,7 @@ import {
 
 type Json = Record<string, unknown>
 
-/** SPEC.md 2.7 price descriptor of a video model: exactly one of the descriptor fields. */
+/** docs/api.md "Jobs" price descriptor of a video model: exactly one of the descriptor fields. */
 function videoPriceDescriptor (p: VideoPrice): Json {
   switch (p.kind) {
     case 'flat': return { credits: p.credits }
@@ -173,7 +173,7 @@ export function stableStringify (v: unknown): string {
   return JSON.stringify(v) ?? 'null'
 }
 
-/** Pricing snapshot version: a short hash of the price data (SPEC.md 9). */
+/** Pricing snapshot version: a short hash of the price data (docs/decisions.md "Catalogue and validation"). */
 export function pricingVersion (priceData: unknown): string {
   return createHash('sha256').update(stableStringify(priceData)).digest('hex').slice(0, 16)
 }

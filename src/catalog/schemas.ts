@@ -1,6 +1,6 @@
 /**
- * TypeBox schemas of the generation requests (SPEC.md 4.3 to 4.7) and of the responses the
- * catalogue and job routes document (SPEC.md 2.1, 2.2, 2.7, 4.1). Plain schemas without `$id`,
+ * TypeBox schemas of the generation requests (docs/api.md "Jobs") and of the responses the
+ * catalogue and job routes document (docs/api.md "Jobs"). Plain schemas without `$id`,
  * so the OpenAPI builder can embed them as they are; validate.ts compiles the request schemas
  * with Ajv once. The schema layer checks types, lengths, enums, formats and array maxima only;
  * everything that depends on the model is a rule in validate.ts (422 UNSUPPORTED_OPTION).
@@ -35,15 +35,15 @@ const Uri = (description: string) => Type.String({ format: 'uri', maxLength: MAX
 const UriList = (maxItems: number, description: string) =>
   Type.Array(Type.String({ format: 'uri', maxLength: MAX_URL_LENGTH }), { maxItems, description })
 const AssetIds = (description: string) => Type.Array(Type.Integer({ minimum: 1 }), { maxItems: 3, description })
-/** Items of multi_prompt and kling_elements: SPEC.md does not show their contents. */
+/** Items of multi_prompt and kling_elements: their contents are the provider's, not checked here. */
 const OpaqueObject = Type.Object({}, { additionalProperties: true })
 
-/** Canonical resolutions plus the upper-case spellings SPEC.md 4.3 also accepts. */
+/** Canonical resolutions plus the upper-case spellings docs/api.md "Jobs" also accepts. */
 const VIDEO_RESOLUTION_INPUTS = [...VIDEO_RESOLUTIONS, ...VIDEO_RESOLUTIONS.map(r => r.toUpperCase())]
 const IMAGE_RESOLUTION_INPUTS = [...IMAGE_RESOLUTIONS, ...IMAGE_RESOLUTIONS.map(r => r.toLowerCase())]
 
 const webhookProperties = {
-  webhook_url: Type.Optional(Uri('Per-job webhook target: https and publicly routable (SPEC.md 6.1)')),
+  webhook_url: Type.Optional(Uri('Per-job webhook target: https and publicly routable')),
   webhook_secret: Type.Optional(Type.String({ minLength: 16, maxLength: 64, description: 'HMAC secret for the per-job webhook; requires webhook_url' })),
 }
 
@@ -73,7 +73,7 @@ const videoProperties = {
   ...webhookProperties,
 }
 
-/** POST /v1/generate/video body (SPEC.md 4.3). Only `model` is required by the schema. */
+/** POST /v1/generate/video body (docs/api.md "Jobs"). Only `model` is required by the schema. */
 export const VideoRequest = Type.Object(videoProperties, { additionalProperties: false })
 export type VideoRequestBody = Static<typeof VideoRequest>
 
@@ -87,11 +87,11 @@ const imageProperties = {
   ...webhookProperties,
 }
 
-/** POST /v1/generate/image body (SPEC.md 4.4). */
+/** POST /v1/generate/image body (docs/api.md "Jobs"). */
 export const ImageRequest = Type.Object(imageProperties, { additionalProperties: false })
 export type ImageRequestBody = Static<typeof ImageRequest>
 
-/** POST /v1/generate/audio body (SPEC.md 4.5). */
+/** POST /v1/generate/audio body (docs/api.md "Audio"). */
 export const AudioRequest = Type.Object({
   model: StringEnum(AUDIO_MODEL_IDS),
   text: Type.Optional(Type.String({ minLength: 1, maxLength: 5000, description: 'voiceover (required); priced at 15 characters per second' })),
@@ -105,7 +105,7 @@ export const AudioRequest = Type.Object({
 }, { additionalProperties: false })
 export type AudioRequestBody = Static<typeof AudioRequest>
 
-/** POST /v1/extend/video body (SPEC.md 4.6). */
+/** POST /v1/extend/video body (docs/api.md "Jobs"). */
 export const ExtendRequest = Type.Object({
   job_id: Type.String({ minLength: 1, description: 'A completed veo3-fast or veo3-quality job of the caller' }),
   prompt: Type.String({ minLength: 1, maxLength: 5000 }),
@@ -113,13 +113,13 @@ export const ExtendRequest = Type.Object({
 }, { additionalProperties: false })
 export type ExtendRequestBody = Static<typeof ExtendRequest>
 
-/** A POST /v1/batch video item: the fields of SPEC.md 4.3 plus `type: video`. */
+/** A POST /v1/batch video item: the fields of docs/api.md "Jobs" plus `type: video`. */
 export const VideoBatchItem = Type.Object({ type: Type.Literal('video'), ...videoProperties }, { additionalProperties: false })
-/** A POST /v1/batch image item: the fields of SPEC.md 4.4 plus `type: image`. */
+/** A POST /v1/batch image item: the fields of docs/api.md "Jobs" plus `type: image`. */
 export const ImageBatchItem = Type.Object({ type: Type.Literal('image'), ...imageProperties }, { additionalProperties: false })
 
 /**
- * POST /v1/batch body (SPEC.md 4.7) as the OpenAPI document shows it: 1 to 10 items, each a
+ * POST /v1/batch body (docs/api.md "Batch (paid plans)") as the OpenAPI document shows it: 1 to 10 items, each a
  * video or an image item. An item that is neither is not a 400 for the batch: it gets its own
  * 400 in its results slot and the others run, so the last branch accepts any value (a schema
  * stricter than the service would have validating proxies refuse batches the service takes).
@@ -135,13 +135,13 @@ export type BatchRequestBody = Static<typeof BatchRequest>
 
 /**
  * The batch envelope alone: validate.ts checks it first (a failure is a 400 for the whole
- * batch), then each item on its own, so one bad item does not stop the others (SPEC.md 4.7).
+ * batch), then each item on its own, so one bad item does not stop the others (docs/api.md "Batch (paid plans)").
  */
 export const BatchEnvelope = Type.Object({
   jobs: Type.Array(Type.Unknown(), { minItems: 1, maxItems: 10 }),
 }, { additionalProperties: false })
 
-/** Idempotency-Key header (SPEC.md 4 and 8): 1-200 characters of A-Z a-z 0-9 _ . - */
+/** Idempotency-Key header (docs/api.md "Endpoints"): 1-200 characters of A-Z a-z 0-9 _ . - */
 export const IDEMPOTENCY_KEY_PATTERN = '^[A-Za-z0-9_.-]{1,200}$'
 const IDEMPOTENCY_KEY_RE = new RegExp(IDEMPOTENCY_KEY_PATTERN)
 
@@ -161,10 +161,10 @@ const JOB_STATUSES = ['queued', 'submitted', 'processing', 'completed', 'failed'
 const JOB_TYPES = ['video', 'image', 'audio', 'extend'] as const
 const DateTime = (description?: string) => Type.String({ format: 'date-time', ...(description ? { description } : {}) })
 
-/** Job status (SPEC.md 3). */
+/** Job status (docs/api.md "Jobs"). */
 export const JobStatus = StringEnum(JOB_STATUSES)
 
-/** CreatedJob (SPEC.md 2.2): the answer to every job-creating request. */
+/** CreatedJob (docs/api.md "Jobs"): the answer to every job-creating request. */
 export const CreatedJob = Type.Object({
   id: Type.String({ description: 'Job id, prefix job_' }),
   status: JobStatus,
@@ -177,7 +177,7 @@ export const CreatedJob = Type.Object({
   replayed: Type.Optional(Type.Literal(true, { description: 'Present only when an Idempotency-Key replay returned the original job' })),
 })
 
-/** Job (SPEC.md 2.1 plus credits_refunded and estimated_seconds, DESIGN.md 7). */
+/** Job (docs/api.md "Jobs" plus credits_refunded and estimated_seconds). */
 export const Job = Type.Object({
   id: Type.String({ description: 'Job id, prefix job_' }),
   status: JobStatus,
@@ -207,7 +207,7 @@ const LipSyncPricingSchema = Type.Object({
   trim: Type.Object({ max_seconds: Type.Integer(), flat_by_resolution: Dict(Credits) }),
 }, { description: 'lipsync: normal and collate cost base + per_second x (seconds - 5), trim is flat' })
 
-/** The price descriptor fields of SPEC.md 2.7; each entry carries exactly one of the first six. */
+/** The price descriptor fields of docs/api.md "Jobs"; each entry carries exactly one of the first six. */
 const priceDescriptorProperties = {
   credits: Type.Optional(Credits),
   credits_by_resolution_and_duration: Type.Optional(CreditsGrid),
@@ -264,7 +264,7 @@ export const CatalogCapabilities = Type.Object({
   max_characters: Max('voiceover: longest text'),
 }, { additionalProperties: false })
 
-/** Model catalogue entry (SPEC.md 2.7). */
+/** Model catalogue entry (docs/api.md "Jobs"). */
 export const CatalogEntry = Type.Object({
   id: Type.String(),
   name: Type.String(),
@@ -289,7 +289,7 @@ const ExtendInfo = Type.Object({
   estimated_seconds: Type.Optional(Type.Integer()),
 })
 
-/** GET /v1/models (SPEC.md 4.1). */
+/** GET /v1/models (docs/api.md "Jobs"). */
 export const ModelsResponse = Type.Object({
   version: Type.String({ description: 'Pricing snapshot version; changes whenever a price changes' }),
   video: Type.Array(CatalogEntry),
@@ -317,7 +317,7 @@ export const PricingResponse = Type.Object({
     currency: StringEnum(['USD', 'INR'] as const),
     credits: Type.Integer(),
     amount: Type.Number({ description: 'Price in the major unit of the currency' }),
-  }), { description: 'Credit packs bought on the web (SPEC.md 8); the first purchase upgrades keys to pro' }),
+  }), { description: 'Credit packs bought on the web; the first purchase upgrades keys to pro' }),
   free_trial: Type.Object({
     credits: Type.Integer({ description: 'Free credits granted to a new account' }),
     videos: Type.Integer({ description: 'Videos an account may create before its first purchase' }),

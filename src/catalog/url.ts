@@ -1,12 +1,12 @@
 /**
- * Pure URL and host checks for media inputs and webhook targets (SPEC.md sections 1.7, 4.3 and
- * 4.12; DESIGN.md section 7 "URL checks" and the webhook SSRF rules). No DNS here: a host name
+ * Pure URL and host checks for media inputs and webhook targets (docs/api.md "Uploads" and
+ * "Webhooks", and the webhook SSRF rules). No DNS here: a host name
  * is classified as `name`; the webhook code resolves names and checks every address it connects
  * to with `isPublicIpLiteral`, which is why that function accepts bare resolver output too.
  */
 import { ApiError } from '../errors.js'
 
-/** Longest URL accepted anywhere (SPEC.md 4.3: "URI, max 2048"). */
+/** Longest URL accepted anywhere (docs/api.md "Jobs"; URIs of at most 2048 characters). */
 export const MAX_URL_LENGTH = 2048
 
 /**
@@ -185,7 +185,7 @@ export function classifyHost (host: string): HostClass {
   return 'name'
 }
 
-/** Where media and webhook URLs may point (DESIGN.md section 7). */
+/** Where media and webhook URLs may point (docs/operations.md "Configuration": WEBHOOK_ALLOWLIST, PUBLIC_BASE_URL). */
 export interface UrlPolicy {
   /** WEBHOOK_ALLOWLIST: `host` or `host:port` entries whose webhooks may be plain http and private. */
   webhookAllowlist?: readonly string[]
@@ -226,7 +226,7 @@ function parseHttpUrl (value: string, param: string, what: string): URL {
 
 /**
  * Media inputs (image_url, *_urls, audio_url): absolute http(s), at most 2048 characters, not
- * localhost nor a non-public IP literal, unless under PUBLIC_BASE_URL (SPEC.md 1.7, DESIGN.md 7).
+ * localhost nor a non-public IP literal, unless under PUBLIC_BASE_URL (docs/api.md "Uploads").
  * Never fetched or resolved here: the provider fetches them. Throws 422 UNSUPPORTED_OPTION.
  */
 export function checkMediaUrl (value: string, param: string, policy: UrlPolicy = {}): void {
@@ -253,7 +253,7 @@ export function isAllowlistedHost (url: URL, allowlist: readonly string[] | unde
 
 /**
  * Webhook targets (per-job webhook_url and POST /webhooks url): https and publicly routable,
- * else 422 UNSUPPORTED_OPTION naming `param` (SPEC.md 4.3, 4.12). A host (or host:port) in
+ * else 422 UNSUPPORTED_OPTION naming `param` (docs/api.md "Jobs"). A host (or host:port) in
  * WEBHOOK_ALLOWLIST may be plain http and private (tests, private deployments). A name is
  * accepted here; resolution and the connect-time address check belong to the webhook code.
  */

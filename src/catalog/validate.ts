@@ -1,5 +1,5 @@
 /**
- * Request validation for every generation endpoint (SPEC.md 4.3 to 4.7), in two layers:
+ * Request validation for every generation endpoint (docs/api.md "Jobs"), in two layers:
  *
  * 1. Schema (schemas.ts, compiled by Ajv once at module load): types, lengths, enums, formats,
  *    array maxima, unknown fields. Failure: 400 VALIDATION_ERROR, `details` lists every problem
@@ -9,7 +9,7 @@
  *    field) makes required but that is missing is a schema problem: 400 VALIDATION_ERROR.
  *
  * An unknown model id is answered before both layers with 422 UNSUPPORTED_OPTION, `param:
- * model`: the value is well-formed, the catalogue just does not sell it (SPEC.md 4.3 "options a
+ * model`: the value is well-formed, the catalogue just does not sell it (docs/api.md "Jobs": options a
  * model does not support are rejected with 422").
  *
  * A successful call returns the normalised request: defaults filled in, aliases resolved,
@@ -47,7 +47,7 @@ const checkVideoItem = ajv.compile<VideoRequestBody & { type: 'video' }>(VideoBa
 const checkImageItem = ajv.compile<ImageRequestBody & { type: 'image' }>(ImageBatchItem)
 const checkBatchEnvelope = ajv.compile<{ jobs: unknown[] }>(BatchEnvelope)
 
-/** Where media and webhook URLs may point: WEBHOOK_ALLOWLIST and PUBLIC_BASE_URL (DESIGN.md 7). */
+/** Where media and webhook URLs may point: WEBHOOK_ALLOWLIST and PUBLIC_BASE_URL (docs/operations.md "Configuration"). */
 export type ValidateOptions = UrlPolicy
 
 /** One schema problem, as listed in a VALIDATION_ERROR's `details`. */
@@ -86,7 +86,7 @@ export interface NormalizedVideoRequest {
   voice_asset_ids: number[]
   webhook_url: string | null
   webhook_secret: string | null
-  /** Price in credits (SPEC.md 4.3), surcharge included. */
+  /** Price in credits (docs/api.md "Jobs"), surcharge included. */
   credits: number
   /** Catalogue estimate of time to result. */
   estimated_seconds: number
@@ -97,7 +97,7 @@ export interface NormalizedImageRequest {
   kind: 'image'
   model: ImageModelId
   prompt: string
-  /** `edit` when image_urls is non-empty (SPEC.md 4.4). */
+  /** `edit` when image_urls is non-empty (docs/api.md "Jobs"). */
   mode: 'generate' | 'edit'
   aspect_ratio: ImageAspectRatio
   /** Upper-case; null for the flat-priced models, which take no resolution. */
@@ -178,7 +178,7 @@ function issueOf (e: ErrorObject, prefix: string): ValidationIssue {
 }
 
 /**
- * Ajv errors as issues, the one `details` shape of every route (issue 10.4): a wrong type hides
+ * Ajv errors as issues, the one `details` shape of every route: a wrong type hides
  * the other complaints about the same value, and a union of literals (TypeBox `Union` of
  * `Literal`, which fails as one `const` per branch plus an `anyOf`) is one issue naming the
  * allowed values.
@@ -244,7 +244,7 @@ function unsupported (param: string, message: string): never {
 
 /**
  * Conditionally required fields (a model or another field needs them): a missing field is a
- * schema problem, 400 VALIDATION_ERROR with `details` naming it, not 422 (issue 10.3).
+ * schema problem, 400 VALIDATION_ERROR with `details` naming it, not 422.
  */
 function missing (...issues: Array<[field: string, message: string]>): never {
   throw validationError(issues.map(([f, m]) => ({ path: `/${pointerToken(f)}`, message: m })))
@@ -269,7 +269,7 @@ function videoRules (b: VideoRequestBody, opts: ValidateOptions): NormalizedVide
   if (!m) return unsupported('model', `Unknown video model ${b.model}`)
   const id = m.id
 
-  // Options this model does not take at all (SPEC.md 4.3 table).
+  // Options this model does not take at all (GET /v1/models).
   if (b.aspect_ratio !== undefined && m.aspectRatios.length === 0) unsupported('aspect_ratio', `${id} does not take aspect_ratio`)
   if (b.duration !== undefined && m.durations.length === 0) {
     unsupported('duration', m.price.kind === 'flat' ? `${id} has a fixed length of about 8 seconds; do not send duration` : `${id} does not take duration`)
@@ -313,7 +313,7 @@ function videoRules (b: VideoRequestBody, opts: ValidateOptions): NormalizedVide
   if (resolution !== undefined && !m.resolutions.includes(resolution)) unsupported('resolution', `${id} supports resolution ${oneOf(m.resolutions)}`)
   if (b.mode !== undefined && !m.modes.includes(b.mode)) unsupported('mode', `${id} supports mode ${oneOf(m.modes)}`)
 
-  // Frames and reference media (SPEC.md 4.3 cross-model rules 1 and 2).
+  // Frames and reference media (docs/decisions.md "Catalogue and validation", "Frames vs references").
   const firstFrame = b.first_frame_url ?? b.image_url // alias; first_frame_url wins
   const lastFrame = b.last_frame_url
   const hasFrame = firstFrame !== undefined || lastFrame !== undefined
@@ -331,7 +331,7 @@ function videoRules (b: VideoRequestBody, opts: ValidateOptions): NormalizedVide
 
   if (b.prompt !== undefined && characterCount(b.prompt) > m.promptCap) unsupported('prompt', `${id} takes prompts of at most ${m.promptCap} characters`)
 
-  // gemini-omni: a voice and a character (SPEC.md 4.3, gemini-omni row).
+  // gemini-omni: a voice and a character (GET /v1/models, gemini-omni).
   if (m.assets) {
     const need: Array<[string, string]> = []
     if (!present(b.voice_asset_ids)) need.push(['voice_asset_ids', `is required for ${id} (GET /v1/assets lists voices)`])
@@ -498,25 +498,25 @@ function audioRules (b: AudioRequestBody, opts: ValidateOptions): NormalizedAudi
 
 // ---- Entry points --------------------------------------------------------------------------
 
-/** POST /v1/generate/video (SPEC.md 4.3). Throws ApiError VALIDATION_ERROR or UNSUPPORTED_OPTION. */
+/** POST /v1/generate/video (docs/api.md "Jobs"). Throws ApiError VALIDATION_ERROR or UNSUPPORTED_OPTION. */
 export function validateVideo (body: unknown, opts: ValidateOptions = {}): NormalizedVideoRequest {
   checkModelKnown(body, 'video')
   return videoRules(schemaCheck(checkVideo, body, ''), opts)
 }
 
-/** POST /v1/generate/image (SPEC.md 4.4). */
+/** POST /v1/generate/image (docs/api.md "Jobs"). */
 export function validateImage (body: unknown, opts: ValidateOptions = {}): NormalizedImageRequest {
   checkModelKnown(body, 'image')
   return imageRules(schemaCheck(checkImage, body, ''), opts)
 }
 
-/** POST /v1/generate/audio (SPEC.md 4.5). */
+/** POST /v1/generate/audio (docs/api.md "Audio"). */
 export function validateAudio (body: unknown, opts: ValidateOptions = {}): NormalizedAudioRequest {
   checkModelKnown(body, 'audio')
   return audioRules(schemaCheck(checkAudio, body, ''), opts)
 }
 
-/** POST /v1/extend/video (SPEC.md 4.6). The source job (caller's, completed, veo3) is checked by the caller. */
+/** POST /v1/extend/video (docs/api.md "Jobs"). The source job (caller's, completed, veo3) is checked by the caller. */
 export function validateExtend (body: unknown, opts: ValidateOptions = {}): NormalizedExtendRequest {
   const b = schemaCheck(checkExtend, body, '')
   checkWebhook(b, opts)
@@ -532,7 +532,7 @@ export function validateExtend (body: unknown, opts: ValidateOptions = {}): Norm
 }
 
 /**
- * One POST /v1/batch item (SPEC.md 4.7): a video or image request plus `type`. Issue paths
+ * One POST /v1/batch item (docs/api.md "Batch (paid plans)"): a video or image request plus `type`. Issue paths
  * are prefixed with `/jobs/<index>` so they point into the whole batch body.
  */
 export function validateBatchItem (item: unknown, index: number, opts: ValidateOptions = {}): NormalizedVideoRequest | NormalizedImageRequest {
@@ -553,7 +553,7 @@ export function validateBatchItem (item: unknown, index: number, opts: ValidateO
 }
 
 /**
- * POST /v1/batch (SPEC.md 4.7). A malformed envelope (not `{jobs: [1..10 items]}`) throws 400
+ * POST /v1/batch (docs/api.md "Batch (paid plans)"). A malformed envelope (not `{jobs: [1..10 items]}`) throws 400
  * VALIDATION_ERROR for the whole batch; otherwise every item is validated on its own and its
  * error, if any, is returned in its slot so the other items still run.
  */

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 
 /**
- * Operator CLI (`npm run admin -- <command>`, DESIGN.md section 7): a thin client of the running
+ * Operator CLI (`npm run admin -- <command>`, docs/operations.md "Operator CLI"): a thin client of the running
  * service's operator API, so it goes through the same validation, actors and ledger as HTTP.
  * Base URL from GENJOBS_URL (default http://127.0.0.1:$PORT, PORT default 8080); token from
  * ADMIN_TOKEN or DATA_DIR/admin-token (DATA_DIR default ./data). Prints the JSON answer.

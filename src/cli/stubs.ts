@@ -7,7 +7,7 @@ import { startKieStub } from '../../test/fixtures/kie-stub.js'
 import { startReplicateStub } from '../../test/fixtures/replicate-stub.js'
 
 /**
- * `npm run stubs` (README "Testing against stubs"): starts local fal, Replicate and Kie stubs on
+ * `npm run stubs` (docs/providers.md "Testing against stubs"): starts local fal, Replicate and Kie stubs on
  * 127.0.0.1, writes a routing file that sends three video models to them, and prints the env
  * block that points the service at them (also written to DATA_DIR/stubs/env, for `set -a; .
  * data/stubs/env; set +a; npm start`). Runs until Ctrl-C / SIGTERM.

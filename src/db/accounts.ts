@@ -74,7 +74,7 @@ export async function updateFlags (sql: Q, id: number, f: AccountFlags): Promise
 }
 
 /**
- * Applies one ledger entry and moves the snapshot with it (DESIGN.md section 3). A negative
+ * Applies one ledger entry and moves the snapshot with it (docs/architecture.md "Durability"). A negative
  * delta is conditional (`credits >= -delta`): 0 rows means the balance did not cover it,
  * which on several nodes is the final guard against overspending. Returns the new balance or
  * null when refused.

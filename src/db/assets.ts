@@ -2,7 +2,7 @@ import type { Q } from './connect.js'
 import type { AssetRow } from './admin.js'
 
 /**
- * One page of an account's characters and voices (GET /v1/assets, DESIGN.md 7), newest first,
+ * One page of an account's characters and voices (GET /v1/assets, docs/api.md "Jobs"), newest first,
  * with the total for the list envelope. Operators create assets (POST /v1/admin/accounts/:id/assets).
  */
 export async function listAssets (sql: Q, accountId: number, o: { kind?: 'character' | 'voice'; limit: number; offset: number }): Promise<{ rows: AssetRow[]; total: number }> {

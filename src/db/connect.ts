@@ -25,7 +25,7 @@ export interface ConnectOptions {
 /**
  * One postgres.js pool. bigint columns come back as numbers: credit balances and ids stay far
  * below 2^53. Notices are silenced (migrations emit them). Every connection carries a stall
- * watchdog (issue 15: a black-holed database must not hang requests).
+ * watchdog (a black-holed database must not hang requests).
  */
 export function connect (url: string, opts: ConnectOptions = {}): Sql {
   const stallMs = opts.stallMs ?? DB_STALL_TIMEOUT_MS
@@ -158,7 +158,7 @@ export function isDbUnavailable (err: unknown): boolean {
 
 /**
  * postgres.js 3.4 can throw from a timer on a connection whose socket is already gone
- * (`TypeError: Cannot read properties of null (reading 'write')` in connection.js, issue 15):
+ * (`TypeError: Cannot read properties of null (reading 'write')` in connection.js):
  * a driver fault during an outage, not a bug of ours.
  */
 export function isDriverFault (err: unknown): boolean {
@@ -197,7 +197,7 @@ export function containDriverFaults (log: (msg: string, err: unknown) => void, c
 const healths = new Set<DbHealth>()
 
 /**
- * Whether PostgreSQL is reachable, as seen by one thread (issue 15, docs/decisions.md
+ * Whether PostgreSQL is reachable, as seen by one thread (docs/decisions.md
  * "Database outage"). It turns "down" when an operation fails for lack of the database
  * (refused, reset, stalled); while down it probes `SELECT 1` on a connection of its own and
  * turns "up" at the first answer. `guard` bounds a caller's wait: an operation still pending

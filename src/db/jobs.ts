@@ -20,8 +20,8 @@ function jobColumnsValues (tx: Q, j: NewJob, r: RouteRecord | null) {
 }
 
 /**
- * A creation's durable writes in ONE statement (DESIGN.md 3): the conditional charge, its
- * `charge` ledger entry and the job row. The charge is the cross-node authority (issue 15):
+ * A creation's durable writes in ONE statement (docs/architecture.md "Durability"): the conditional charge, its
+ * `charge` ledger entry and the job row. The charge is the cross-node authority:
  * it needs `credits >= price`, and for the free-trial video also that the account's one free
  * video is still unused (it takes it: free_videos_used + 1). Returns the committed balance
  * (RETURNING), or null when refused: the entry and the job were written all the same, so the
@@ -303,7 +303,7 @@ export async function heldJobs (sql: Q, node: string, ids: string[]): Promise<Se
 }
 
 /**
- * Progress ticks kept in memory (issue 12 point 4), written every few seconds in ONE
+ * Progress ticks kept in memory, written every few seconds in ONE
  * statement; a row that became terminal meanwhile is left alone.
  */
 export async function saveProgress (sql: Q, rows: Array<{ id: string; progress: number; updated_at: Date }>): Promise<void> {

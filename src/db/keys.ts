@@ -1,6 +1,6 @@
 import type { Q, Sql } from './connect.js'
 
-/** An api_keys row (SPEC.md 2.5); the secret is never stored, only its SHA-256. */
+/** An api_keys row (docs/api.md "Accounts, sessions and keys"); the secret is never stored, only its SHA-256. */
 export interface KeyRow {
   id: number
   account_id: number

@@ -11,8 +11,8 @@ import { newEventId } from '../jobs/id.js'
 import { textArray } from './array-literal.js'
 
 /**
- * The job ledger (issue 12 point 1): every durable write that creates, charges, completes,
- * fails, cancels or refunds a job, each as the statements of one transaction (DESIGN.md 3:
+ * The job ledger: every durable write that creates, charges, completes,
+ * fails, cancels or refunds a job, each as the statements of one transaction (docs/architecture.md "Durability":
  * a terminal state, its refund and its outbox rows commit together). The shard's account
  * actor calls these inside its group commit; nothing else writes these rows.
  */
@@ -23,7 +23,7 @@ function webhookOf (r: JobRow): { url: string | null; secret: string | null } {
   return { url: q.webhook_url ?? null, secret: q.webhook_secret ?? null }
 }
 
-/** The stored provider model string (SPEC.md 2.3 `model`), distinct from the API id. */
+/** The stored provider model string (docs/api.md "Jobs" `model`), distinct from the API id. */
 function providerModel (r: JobRow): string {
   return `${r.provider}/${r.model}`
 }
@@ -54,7 +54,7 @@ export async function createJob<B extends Balance = Balance> (
   return b
 }
 
-/** A completed video's library media (issue 11): its thumbnail and its embed page (URL from the page's random token). */
+/** A completed video's library media: its thumbnail and its embed page (URL from the page's random token). */
 export interface VideoMedia { thumbnailUrl: string | null; embedUrl: (token: string) => string }
 
 async function completionWrites (tx: Q, r: JobRow, resultUrl: string, at: Date, media?: VideoMedia): Promise<void> {
@@ -79,7 +79,7 @@ async function completionWrites (tx: Q, r: JobRow, resultUrl: string, at: Date, 
   }
 }
 
-/** What a transition records beside the job (issue 11): upstream history, for routes that keep it. */
+/** What a transition records beside the job: upstream history, for routes that keep it. */
 export interface History { route: string; events: UpstreamEvent[] }
 
 /**
@@ -156,7 +156,7 @@ export async function endJob<B extends { credits: number | null }> (
   refunded: (b: { credits: number | null }) => B = b => b as B
 ): Promise<B | false> {
   const refund = r.credits_charged
-  // Cancelled jobs have no event (SPEC.md 6.1); a failure's body carries the final view.
+  // Cancelled jobs have no event (docs/api.md "Webhooks"); a failure's body carries the final view.
   let eventId: string | null = null
   let body: string | null = null
   if (status === 'failed') {
@@ -308,8 +308,8 @@ function batchStatement (creations: 0 | 1 | 2, completions: boolean, transitions
 }
 
 /**
- * A group commit's creations, completions and transitions in ONE statement (issue 12 point 4,
- * DESIGN.md 3; docs/decisions.md "One statement per group commit"): one statement is its own
+ * A group commit's creations, completions and transitions in ONE statement (
+ * docs/architecture.md "Durability"; docs/decisions.md "One statement per group commit"): one statement is its own
  * transaction, so a batch of only these needs no BEGIN and COMMIT round trips, and inside a
  * transaction it is one statement instead of three. Each part's rows cross as column arrays
  * (unnest); the text depends only on which parts the batch has (12 variants, each prepared

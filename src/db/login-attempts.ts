@@ -1,6 +1,6 @@
 import type { Q } from './connect.js'
 
-/** One audited login attempt (issue 15 point 5): a wrong password or a throttled try. */
+/** One audited login attempt: a wrong password or a throttled try. */
 export interface LoginAttempt { email: string; accountId: number | null; ip: string; outcome: 'failure' | 'throttled' }
 
 export async function recordLoginAttempts (q: Q, rows: LoginAttempt[]): Promise<void> {

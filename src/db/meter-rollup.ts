@@ -1,6 +1,6 @@
 /**
  * The per-account daily rollup of metered requests (usage_daily), folded during the metering
- * flush without allocating per row or per flush (issue 13: the flush runs on the main thread
+ * flush without allocating per row or per flush (the flush runs on the main thread
  * between requests, and what it allocates while its COPY is in flight survives young
  * collections and is promoted). Two parts:
  *

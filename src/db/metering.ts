@@ -2,7 +2,7 @@ import type { Sql } from './connect.js'
 import { CopyBinary, copyIn, textBytes, type CopyIn } from './copy-binary.js'
 import { labelsOf, RollupGroups, type MeterLabels } from './meter-rollup.js'
 
-/** One metered request (SPEC.md 1.5: endpoint, status, credits, latency). */
+/** One metered request (docs/api.md "Usage and limits": endpoint, status, credits, latency). */
 export interface MeterRow {
   at: Date
   account_id: number | null
@@ -19,7 +19,7 @@ export interface MeterRow {
 export interface RequestIds { prefix: string }
 
 /**
- * Metered requests as columns (issue 13): typed arrays filled in place, so recording a request
+ * Metered requests as columns: typed arrays filled in place, so recording a request
  * allocates nothing (a row object per request lived ~1 s and died in the old generation).
  * Endpoints are interned as (method, route path) pairs; a generated request id is kept as its
  * counter and rebuilt at flush; strings are stored only for what cannot be interned (the raw
@@ -146,7 +146,7 @@ export class EndpointTable {
   /** `METHOD path` as usage_daily.endpoint stores it. */
   readonly label: string[] = []
   /**
-   * A prefix of requested paths (a route metered by URL, issue 13): a row's endpoint is `path`
+   * A prefix of requested paths (a route metered by URL): a row's endpoint is `path`
    * followed by its own rawEndpoint string (the path parameter, a string kept anyway).
    */
   readonly suffixed: boolean[] = []
@@ -172,7 +172,7 @@ const ROW_FIXED = 2 + 9 * 4 + 3 * 8 + 2 * 4 + 4
 
 /**
  * Encodes rows from `from` on into `w` (request_log in PostgreSQL's binary COPY format,
- * src/db/copy-binary.ts: numbers and times written as bytes, no per-row string; issue 13) and
+ * src/db/copy-binary.ts: numbers and times written as bytes, no per-row string) and
  * folds them into the rollup, until about `chunk` bytes are written; returns the next row.
  * Latencies are kept to the microsecond (request_log.latency_ms is a `real`); the rollup sums
  * the unrounded values.
@@ -254,7 +254,7 @@ export async function writeMeterBatch (sql: Sql, batch: MeterRow[] | MeterColumn
   try {
     const roll = new RollupGroups()
     await sql.begin(async (tx) => {
-      // Every request is a row (SPEC.md 1.5), thousands per second under load: COPY costs a
+      // Every request is a row (docs/api.md "Usage and limits"), thousands per second under load: COPY costs a
       // fraction of a multi-row INSERT on both sides (no per-parameter Bind encoding and parsing)
       // and has no parameter limit.
       const copy = await copyIn(tx`COPY request_log (at, account_id, key_id, method, endpoint, status, credits, latency_ms, request_id) FROM STDIN (FORMAT binary)`)

@@ -4,7 +4,7 @@ import type { JobView } from '../jobs/view.js'
 
 export type WebhookEvent = 'job.completed' | 'job.failed'
 
-/** The delivery body of DESIGN.md 7: `{id: "evt_...", type, created_at, data: {job}}`. */
+/** The delivery body of docs/api.md "Webhooks": `{id: "evt_...", type, created_at, data: {job}}`. */
 export function eventBody (eventId: string, type: WebhookEvent, job: JobView, at: Date): string {
   return JSON.stringify({ id: eventId, type, created_at: at.toISOString(), data: { job } })
 }
@@ -12,7 +12,7 @@ export function eventBody (eventId: string, type: WebhookEvent, job: JobView, at
 /**
  * Writes the outbox rows of a terminal job in the caller's transaction (the same one that
  * makes the job terminal): one per active registered webhook subscribed to the event, plus one
- * for the job's own webhook_url. Cancelled jobs have no event (SPEC.md 6.1). Returns the count.
+ * for the job's own webhook_url. Cancelled jobs have no event (docs/api.md "Webhooks"). Returns the count.
  */
 export async function enqueueJobEvent (
   tx: Q, accountId: number, job: JobView, perJob: { url: string | null; secret: string | null }, at: Date

@@ -2,7 +2,7 @@ import type { Q } from './connect.js'
 import type { UpstreamHandle } from '../providers/upstream.js'
 
 /**
- * Upstream bookkeeping of jobs (issue 11, sql/0008_upstream.sql): the route and handle of a
+ * Upstream bookkeeping of jobs (sql/0008_upstream.sql): the route and handle of a
  * submission, the upstream status history, and the callback lookup.
  */
 
@@ -46,7 +46,7 @@ export function insertEventsFrom (from: string, and = ''): string {
 }
 
 /**
- * A job handed to a provider: route, handle and the deadline counted from now (DESIGN.md 5:
+ * A job handed to a provider: route, handle and the deadline counted from now (docs/architecture.md "Providers and media":
  * the deadline applies only to jobs a provider holds). Only a non-terminal job changes.
  */
 export async function recordSubmission (tx: Q, jobId: string, s: {
@@ -89,7 +89,7 @@ export async function appendEvents (tx: Q, events: UpstreamEvent[]): Promise<voi
 
 /**
  * A success seen for a job that already ended failed or cancelled (refunded): recorded for the
- * operator, no money moves (issue 11 point 5). Nothing is written when the job completed (another
+ * operator, no money moves. Nothing is written when the job completed (another
  * node got there first).
  */
 export async function recordLateSuccess (tx: Q, e: UpstreamEvent): Promise<void> {
@@ -98,7 +98,7 @@ export async function recordLateSuccess (tx: Q, e: UpstreamEvent): Promise<void>
     WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ${e.job_id} AND status IN ('failed', 'cancelled'))`
 }
 
-/** The job a callback is about (DESIGN.md 7: callbacks carry the upstream id). */
+/** The job a callback is about (docs/architecture.md "A provider callback": callbacks carry the upstream id). */
 export async function findJobByUpstream (
   sql: Q, provider: string, upstreamId: string
 ): Promise<{ id: string; account_id: number; status: string; owner: string | null } | undefined> {
@@ -125,7 +125,7 @@ export async function jobUpstream (sql: Q, jobId: string): Promise<JobUpstream |
   return { ...j, events: [...events] }
 }
 
-/** A library video's thumbnail and embed page (README "Real providers", Results): the page's random token and its URL. */
+/** A library video's thumbnail and embed page (docs/providers.md "Routing", Results): the page's random token and its URL. */
 export async function setVideoMedia (tx: Q, videoId: number, thumbnailUrl: string | null, embedToken: string, embedUrl: string): Promise<void> {
   await tx`UPDATE videos SET thumbnail_url = ${thumbnailUrl}, embed_token = ${embedToken}, embed_url = ${embedUrl} WHERE id = ${videoId}`
 }

@@ -2,7 +2,7 @@ import type { Q } from './connect.js'
 
 /** Per-day rows of one account's usage in a date range (UTC), merged by src/http/routes/usage.ts. */
 export interface UsageRows {
-  /** From the usage_daily rollup: never request_log (DESIGN.md 7, issue 6). */
+  /** From the usage_daily rollup: never request_log (docs/decisions.md "Assets, usage and docs"). */
   requests: Array<{ day: string; requests: number }>
   /** Ledger sums of kinds charge (negative deltas) and refund (positive), by day. */
   credits: Array<{ day: string; kind: 'charge' | 'refund'; delta: number }>

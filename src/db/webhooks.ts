@@ -13,7 +13,7 @@ export interface WebhookRow {
   deleted_at: Date | null
 }
 
-/** SPEC.md 4.12 / 8: active webhooks per account. */
+/** Active webhooks per account (docs/api.md "Webhooks"). */
 export const MAX_ACTIVE_WEBHOOKS = 5
 
 /**
@@ -298,7 +298,7 @@ export interface ClaimedDelivery {
 }
 
 /**
- * Claims up to `limit` due rows for `leaseSeconds` (DESIGN.md 4: any node's pool may claim;
+ * Claims up to `limit` due rows for `leaseSeconds` (docs/architecture.md "Several nodes": any node's pool may claim;
  * SKIP LOCKED keeps nodes off each other's rows; a dead node's lease simply expires).
  */
 export async function claimDueDeliveries (sql: Q, limit: number, leaseSeconds: number): Promise<ClaimedDelivery[]> {
@@ -333,7 +333,7 @@ export interface AttemptRecord {
  * Writes one attempt and the delivery's new state, releasing the claim. A row that left
  * `pending` meanwhile (its webhook was deleted, or disabled by another delivery's 410) keeps
  * its state and reason, but still counts the attempt it made: `attempts` and
- * `last_status_code` always agree with the attempt history (issue 10.7). A 2xx still marks it
+ * `last_status_code` always agree with the attempt history. A 2xx still marks it
  * delivered. An attempt older than one already recorded (a lease that ran out) changes nothing
  * but the history.
  */
@@ -365,7 +365,7 @@ export async function recordAttempt (tx: Q, a: AttemptRecord): Promise<void> {
 }
 
 /**
- * Records a batch of attempts (issue 13): one statement for all of them (the attempts INSERT
+ * Records a batch of attempts: one statement for all of them (the attempts INSERT
  * and the deliveries' UPDATE in one data-modifying CTE over a JSON array), with the same
  * effect per row as recordAttempt. Attempts that disable their webhook (a 410, rare) go
  * through recordAttempt after it; with any of those the whole batch is one transaction.

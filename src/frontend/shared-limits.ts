@@ -2,7 +2,7 @@ import type { RateDecision } from '../http/rate-limit.js'
 import { bucketKey, SharedTable, type SharedTableInit } from './shared-table.js'
 
 /**
- * The exact counters every front-end thread shares (issue 13 point 2), in shared memory: the
+ * The exact counters every front-end thread shares, in shared memory: the
  * per-key rate windows and the per-account SSE stream counts. With REDIS_URL the rate window
  * is Redis's (across nodes); the stream counts stay per node, as before.
  */

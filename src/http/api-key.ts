@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 
 /**
- * API key format (SPEC.md 2.6 and 5.1): a 7-character fixed prefix followed by 64 hex
+ * API key format (docs/api.md "Accounts, sessions and keys"): a 7-character fixed prefix followed by 64 hex
  * characters, 71 in all. The listing shows the first 12 characters.
  */
 export const KEY_PREFIX = 'gjs_sk_'
@@ -22,9 +22,9 @@ export function isWellFormedKey (s: string): boolean {
 }
 
 /**
- * Query parameters that carry a credential: always refused (SPEC.md 5.1), whatever else the
+ * Query parameters that carry a credential: always refused (docs/api.md "Accounts, sessions and keys"), whatever else the
  * request carries, since a URL ends up in logs, proxies and browser history. `?key=` is as
- * common a guess as `?api_key=` and gets the same helpful answer (README "Authentication").
+ * common a guess as `?api_key=` and gets the same helpful answer (docs/api.md "Accounts, sessions and keys").
  */
 const QUERY_CREDENTIALS = ['api_key', 'key', 'apikey', 'api-key', 'x-api-key', 'access_token', 'token']
 

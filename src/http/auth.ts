@@ -15,7 +15,7 @@ export interface KeyRecord {
   scopes: Scope[]
   expiresAt: number | null
   revoked: boolean
-  /** The Caller of this key, built once per tier (fast path, issue 13). */
+  /** The Caller of this key, built once per tier (fast path). */
   caller?: Caller
   /** The second of the last use the fast path recorded in `lastUsed`. */
   usedSec?: number
@@ -43,7 +43,7 @@ export interface Cached<T> { v: T; at: number; reloading?: boolean }
 export const AUTH_CACHE_MB = 64
 
 /**
- * Estimated heap of one cached entry (issue 15: bounded in bytes). Fixed parts measured once on
+ * Estimated heap of one cached entry (bounded in bytes). Fixed parts measured once on
  * Node 20 (heapUsed after gc over 100,000 entries: a key with its record and Caller 389 bytes,
  * a cached miss 253, an account with a 20-character email 284, a raw key -> hash memo 349),
  * rounded up, plus CHURN: a Map that keeps evicting holds deleted slots until it rehashes
@@ -57,10 +57,10 @@ export const accountEntryBytes = (_id: number, c: Cached<AccountFlags | null>): 
 export const hashEntryBytes = (key: string, hash: string): number => CHURN + 200 + stringBytes(key) + stringBytes(hash)
 
 /**
- * Resolves credentials (SPEC.md section 5) with a read-through cache: a hot key costs one
+ * Resolves credentials (docs/api.md "Accounts, sessions and keys") with a read-through cache: a hot key costs one
  * SHA-256 and two map lookups, no database round trip. Changes made on this node (rotate,
  * revoke, operator PATCH, purchase, password change) invalidate at once; other nodes' changes
- * are seen within `ttlMs` (DESIGN.md section 4; with REDIS_URL invalidations are also published).
+ * are seen within `ttlMs` (docs/architecture.md "Several nodes"; with REDIS_URL invalidations are also published).
  * Each cache is bounded by a share of a byte budget (keys 1/2, accounts 1/4, key hashes 1/4),
  * least recently (re)loaded out first: an entry in use is reloaded, and so re-inserted as most
  * recent, at least every ttlMs / 2, so the order is LRU to within that interval.
@@ -131,7 +131,7 @@ export class Authenticator {
   /**
    * The background reload of `fresh`, in its own function: variables captured by a closure
    * live in a context object made at every entry of the function that declares them, so with
-   * the closures in `fresh` each request allocated one (~180 bytes a request, issue 13).
+   * the closures in `fresh` each request allocated one (~180 bytes a request).
    */
   private reload<K, V> (map: ByteLru<K, Cached<V>>, k: K, c: Cached<V>, now: number, load: (k: K) => Promise<V>): void {
     c.reloading = true
@@ -210,7 +210,7 @@ export class Authenticator {
   }
 
   /**
-   * The synchronous fast path (issue 13): the Caller of a `key` route's request whose API key
+   * The synchronous fast path: the Caller of a `key` route's request whose API key
    * (X-API-Key, or Authorization: Bearer gjs_sk_...) and account are cached, fresh, valid and
    * carry the route's scope; undefined for anything else, which `authenticate` then answers
    * (errors included). No promise, no allocation on a hit.
@@ -246,7 +246,7 @@ export class Authenticator {
     return caller
   }
 
-  /** Operator token check, constant time (DESIGN.md section 7). */
+  /** Operator token check, constant time (docs/api.md "Endpoints", operator routes). */
   checkAdmin (authorization: string | undefined): Caller {
     const token = bearer(authorization)
     if (token === undefined) throw new ApiError('AUTH_REQUIRED', 'Operator routes need Authorization: Bearer <ADMIN_TOKEN>')
@@ -257,7 +257,7 @@ export class Authenticator {
 
   /**
    * Authenticates a request for `route` and checks its scope. Credentials come from
-   * X-API-Key or Authorization: Bearer; `?api_key=` is always refused (SPEC.md 5.1).
+   * X-API-Key or Authorization: Bearer; `?api_key=` is always refused (docs/api.md "Accounts, sessions and keys").
    */
   async authenticate (route: Route, headers: Record<string, string>, query: URLSearchParams): Promise<Caller> {
     const inQuery = queryCredential(query)

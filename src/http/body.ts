@@ -191,7 +191,7 @@ export class RequestBody {
 /**
  * Whether a JSON route reads a body sent with this Content-Type (docs/decisions.md "JSON bodies
  * and Content-Type"): JSON types; none at all; and curl's default for `-d`
- * (application/x-www-form-urlencoded), which the README's examples rely on. Any other type
+ * (application/x-www-form-urlencoded), which the curl examples of README.md and docs/api.md rely on. Any other type
  * (text/plain, which fetch sends for a string body, multipart, XML) is a client mistake.
  */
 export function jsonContentType (contentType: string | undefined): boolean {

@@ -1,5 +1,5 @@
 /**
- * The header block of a fast-path answer (issue 13), written into one preallocated byte
+ * The header block of a fast-path answer, written into one preallocated byte
  * buffer: `<request id>\r\nX-RateLimit-Limit: <n>\r\nX-RateLimit-Remaining: <n>\r\n` followed
  * by a constant tail, handed to uWS as the value of one X-Request-Id header line. uWS copies a
  * typed array's bytes as they are (a string would be converted into a temporary UTF-8 copy),

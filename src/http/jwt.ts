@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { ApiError } from '../errors.js'
 
-/** Session JWT claims (DESIGN.md section 7: HS256, sub = user id, iat). */
+/** Session JWT claims (docs/decisions.md "Foundation", "Session JWTs": HS256, sub = user id, iat). */
 export interface SessionClaims {
   sub: string
   iat: number
@@ -35,7 +35,7 @@ function decodeJsonPart (part: string): Record<string, unknown> | null {
 }
 
 /**
- * Verifies a session JWT (SPEC.md 5.6): structure -> TOKEN_MALFORMED; algorithm, signature or
+ * Verifies a session JWT (docs/api.md "Accounts, sessions and keys"): structure -> TOKEN_MALFORMED; algorithm, signature or
  * claim types -> TOKEN_INVALID; exp in the past -> TOKEN_EXPIRED.
  */
 export function verifySession (secret: string, token: string, now = Date.now()): SessionClaims {

@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis'
 import { ByteLru, stringBytes } from '../util/byte-lru.js'
 
 /**
- * Login throttling (issue 15 point 5, docs/decisions.md "Login throttling"). Failures are
+ * Login throttling (docs/decisions.md "Login throttling"). Failures are
  * counted per account, keyed by the lower-cased email as typed (so an unknown email is
  * throttled exactly like a known one and the answer says nothing about existence), and per
  * client address:

@@ -7,7 +7,7 @@ import type { Route } from './route.js'
 const ValidationIssue = Type.Object({ path: Type.String(), message: Type.String() })
 
 /**
- * SPEC.md section 7 envelope as a schema, with every field some code adds (grep ApiError extras):
+ * docs/api.md "Errors" envelope as a schema, with every field some code adds (grep ApiError extras):
  * clients generated from the document can read them typed.
  */
 export const ErrorEnvelope = Type.Object({
@@ -47,7 +47,7 @@ const GatewayTimeoutError = {
   ],
 }
 
-/** Webhook delivery body (DESIGN.md 7). */
+/** Webhook delivery body (docs/api.md "Webhooks"). */
 const WebhookEvent = {
   type: 'object',
   required: ['id', 'type', 'created_at', 'data'],
@@ -59,7 +59,7 @@ const WebhookEvent = {
   },
 }
 
-/** The headers of every webhook delivery attempt (SPEC.md 6.1, DESIGN.md 7). */
+/** The headers of every webhook delivery attempt (docs/api.md "Webhooks"). */
 const WEBHOOK_HEADERS = [
   { name: 'X-Service-Signature', in: 'header', required: true, description: '`t=<unix seconds>,sha256=<hex>`: HMAC-SHA256 of the secret over `<t>.<raw body>`; reject a t older than 300 s', schema: { type: 'string', pattern: '^t=[0-9]+,sha256=[0-9a-f]{64}$' } },
   { name: 'X-Service-Event', in: 'header', required: true, description: 'The event type, as `type` in the body', schema: { type: 'string', enum: ['job.completed', 'job.failed'] } },
@@ -85,7 +85,7 @@ function webhookOperation (event: string, summary: string): Record<string, unkno
   }
 }
 
-/** `application/toon` (SPEC.md 1.6) next to every JSON answer: the same data, TOON-encoded. */
+/** `application/toon` (docs/api.md "TOON") next to every JSON answer: the same data, TOON-encoded. */
 function withToon (content: Record<string, unknown>): Record<string, unknown> {
   const json = content['application/json'] as { schema?: unknown } | undefined
   if (!json || content['application/toon']) return content
@@ -191,7 +191,7 @@ export function routeErrorCodes (r: Route): string[] {
 const JSON_BODY_NOTE = 'Sent as `application/json` (or `application/*+json`). A body with no Content-Type, or with curl\'s default `application/x-www-form-urlencoded`, is read as JSON too; any other type is 415 UNSUPPORTED_MEDIA_TYPE (docs/decisions.md "JSON bodies and Content-Type").'
 
 /**
- * Builds /v1/openapi.json from the route table (DESIGN.md section 8): request and response
+ * Builds /v1/openapi.json from the route table (docs/decisions.md "Where the OpenAPI document hangs each route"): request and response
  * schemas come from the same TypeBox objects the validators compile, and `x-error-codes` from
  * src/errors.ts (the document's table, and per operation the codes it can answer). Every
  * route is declared, at its own base, with its real credential.

@@ -3,7 +3,7 @@ import type { RateDecision } from './rate-limit.js'
 
 /**
  * The same sliding window as src/http/rate-limit.ts (60 one-second buckets) kept in Redis, so
- * every node counts against one window (DESIGN.md section 4). One Lua script per check:
+ * every node counts against one window (docs/architecture.md "Several nodes"). One Lua script per check:
  * drop buckets older than the window, sum the rest, refuse or count.
  */
 const SCRIPT = `

@@ -1,5 +1,5 @@
 /**
- * Sliding 60-second window per key (SPEC.md section 8), kept as 60 one-second buckets: O(1)
+ * Sliding 60-second window per key (docs/api.md "Usage and limits"), kept as 60 one-second buckets: O(1)
  * memory per caller whatever the limit (a benchmark's 1,000,000 rpm costs the same 240 bytes),
  * exact to within the current second. Retry-After is the time until the oldest counted
  * request leaves the window, i.e. until a slot really frees.

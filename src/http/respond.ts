@@ -12,7 +12,7 @@ export function statusLine (status: number): string {
 
 export type Format = 'json' | 'toon'
 
-/** Content negotiation (SPEC.md 1.6): TOON only when the client asks for it. */
+/** Content negotiation (docs/api.md "TOON"): TOON only when the client asks for it. */
 export function negotiate (accept: string | undefined): Format {
   return accept !== undefined && accept.includes('application/toon') ? 'toon' : 'json'
 }

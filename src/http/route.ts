@@ -117,12 +117,12 @@ export interface Route {
   /**
    * A public route whose answer never changes (the catalogue): the front end serialises it and
    * builds its header blocks once per format and answers GET/HEAD from them synchronously,
-   * without a context object or a promise (issue 13). `handler` still serves what the fast
+   * without a context object or a promise. `handler` still serves what the fast
    * path leaves to it (If-None-Match, shutdown).
    */
   constant?: Reply
   /**
-   * The synchronous fast path of an authenticated read (issue 13): called after the caller was
+   * The synchronous fast path of an authenticated read: called after the caller was
    * authenticated from the credential caches and before the rate window is counted. Returns
    * the answer (its immutable body, `view`, and slots where its serialisations are kept) or
    * undefined to leave the request to `handler` (cache miss, not found, anything unusual). Must

@@ -22,7 +22,7 @@ const noop = (): void => {}
 const { apiKey: H_API_KEY, authorization: H_AUTHORIZATION, requestId: H_REQUEST_ID, accept: H_ACCEPT, ifNoneMatch: H_IF_NONE_MATCH } = HEADER_NAMES
 
 /**
- * Header lines written with one writeHeader call (issue 13): uWS writes `key: value\r\n` as
+ * Header lines written with one writeHeader call: uWS writes `key: value\r\n` as
  * given, so a value carrying `\r\n`-joined further lines is a precomputed block of headers in
  * one native call. Only ever built from constants and our own numbers, never from input.
  */
@@ -88,7 +88,7 @@ interface Exchange {
 }
 
 /**
- * The uWebSockets.js front end (DESIGN.md section 2): one App on the main thread, routes from
+ * The uWebSockets.js front end (docs/architecture.md "Threads"): one App on the main thread, routes from
  * src/http/routes/*. uWS rules kept here: onAborted is registered before any await, the
  * HttpRequest is copied before the first await, and every write after an await is corked.
  */
@@ -358,7 +358,7 @@ export class HttpServer {
     const route = c.route
     let raw: Buffer | undefined
     if (body !== undefined) raw = await body
-    // Issue 15: while PostgreSQL is away a request waits a bounded time, then 503 (streaming
+    // While PostgreSQL is away a request waits a bounded time, then 503 (streaming
     // routes and /health answer for themselves).
     const guarded = route.rawBody !== true && route.path !== '/v1/health'
     const health = this.services.dbHealth
@@ -390,7 +390,7 @@ export class HttpServer {
     this.send(ex, reply, ctx)
   }
 
-  /** The per-key sliding window (SPEC.md 8); X-RateLimit-* go on the answer either way. */
+  /** The per-key sliding window (docs/api.md "Usage and limits"); X-RateLimit-* go on the answer either way. */
   private async rateLimit (ex: Exchange, caller: Caller): Promise<void> {
     if (caller.kind === 'admin') return
     const limit = this.services.config.tierLimits[caller.tier].rpm
@@ -501,7 +501,7 @@ export class HttpServer {
     let e: ApiError
     if (err instanceof ApiError) e = err
     else if (isDbUnavailable(err)) {
-      // Issue 15: PostgreSQL away is an expected event, answered 503 with Retry-After.
+      // PostgreSQL away is an expected event, answered 503 with Retry-After.
       this.services.log.warn({ err: String(err), reqId: ex.requestId }, 'database unavailable')
       e = dbUnavailable()
     } else {
@@ -522,7 +522,7 @@ export class HttpServer {
     if (e.status === 429) this.services.metrics.refused(e.code) // GET /metrics
     const headers = this.baseHeaders(ex)
     if (e.headers) Object.assign(headers, e.headers)
-    // SPEC.md 7: a 500 or 503 is safe to retry; say when (docs/decisions.md "Database outage").
+    // docs/api.md "Errors": a 500 or 503 is safe to retry; say when (docs/decisions.md "Database outage").
     if ((e.status === 500 || e.status === 503) && headers['Retry-After'] === undefined) headers['Retry-After'] = String(RETRY_AFTER_5XX_S)
     headers['Content-Type'] = CONTENT_TYPE[ex.format]
     if (ex.format === 'toon') headers['X-TOON-Dict'] = 'none'

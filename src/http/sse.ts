@@ -4,7 +4,7 @@ import { TERMINAL } from '../jobs/view.js'
 import { LocalStreamCounts, type StreamCounts } from '../frontend/shared-limits.js'
 
 /**
- * One open SSE stream (DESIGN.md 7). Deliberately small: no timer and no closure of its own
+ * One open SSE stream (docs/api.md "Server-Sent Events"). Deliberately small: no timer and no closure of its own
  * besides uWS's onAborted/onWritable; a stream that cannot be written keeps only the latest
  * status (coalescing), so a slow reader never makes memory grow.
  */
@@ -33,7 +33,7 @@ function statusData (v: JobView): string {
 
 /**
  * `event: status` then, for a terminal job, `event: done` (which ends the stream). Encoded to
- * bytes once per job change (issue 13): every stream of the job is sent the same Buffer, with
+ * bytes once per job change: every stream of the job is sent the same Buffer, with
  * no per-stream string conversion.
  */
 interface Frames { text: Buffer; id: number; done: boolean }
@@ -106,7 +106,7 @@ export class SseHub {
    * phase of this loop turn, not at once: every change that reached the thread in the same turn
    * (a shard's batch, several shards' messages) is handed on first, so on the main thread the
    * other front-end threads get all of them on the thread bus before this one spends ~10 ms a
-   * thousand streams on its own writes (issue 13: they used to get job k+1 only once the main
+   * thousand streams on its own writes (they used to get job k+1 only once the main
    * thread had written job k). Order per job is kept (one queue); a stream opened meanwhile
    * was sent the cached state, which already holds the change, and its Last-Event-ID filter
    * keeps it from getting the change twice.
@@ -145,7 +145,7 @@ export class SseHub {
   /**
    * The job ended: every stream of it gets its last frames and the end of the response in one
    * corked write (one send per stream), with no per-stream closure, map or counter update: the
-   * job's entry and the account's slots are dropped once for the whole set (issue 13, sse-fanout).
+   * job's entry and the account's slots are dropped once for the whole set (sse-fanout).
    * A backpressured stream keeps the frames as pending and is forgotten when they are written.
    */
   private finish (set: Set<Stream>, view: JobView, id: number, full: Frames): void {

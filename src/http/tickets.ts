@@ -1,11 +1,11 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { ApiError } from '../errors.js'
 
-/** SSE tickets live 5 minutes (SPEC.md 4.13, 8). */
+/** SSE tickets live 5 minutes (docs/api.md "Server-Sent Events"). */
 export const TICKET_TTL_SECONDS = 300
 
 /**
- * SSE tickets (DESIGN.md section 4): HMAC-signed `(job, account, expiry)`, valid on any node
+ * SSE tickets (docs/architecture.md "Several nodes"): HMAC-signed `(job, account, expiry)`, valid on any node
  * that shares JWT_SECRET, bound to one job. Format: base64url(JSON).base64url(HMAC-SHA256).
  */
 export class Tickets {

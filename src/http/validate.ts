@@ -13,7 +13,7 @@ const queryAjv = addFormats(new Ajv({ allErrors: true, strict: false, coerceType
 export function compileBody (schema: TSchema): ValidateFunction { return bodyAjv.compile(schema) }
 export function compileQuery (schema: TSchema): ValidateFunction { return queryAjv.compile(schema) }
 
-/** Ajv errors as SPEC.md 7 `details`: the catalogue's shape, shared by every route (issue 10.4). */
+/** Ajv errors as docs/api.md "Errors" `details`: the catalogue's shape, shared by every route. */
 export function toDetails (errors: ErrorObject[] | null | undefined): ValidationIssue[] {
   return issuesOf(errors ?? [])
 }

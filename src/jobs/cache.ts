@@ -5,7 +5,7 @@ export interface CachedJob { accountId: number; view: JobView }
 
 /**
  * A cache entry: the view and, once a fast read served it, its serialised body (the fast path
- * reads the bytes from the entry it already holds, with no lookup by identity; issue 13). An
+ * reads the bytes from the entry it already holds, with no lookup by identity). An
  * entry is never changed: a new view is a new entry, so its bytes can never be stale.
  */
 class Entry implements CachedJob {
@@ -18,7 +18,7 @@ class Entry implements CachedJob {
 export const JOB_CACHE_MB = 256
 
 /**
- * Heap an entry may cost, estimated from what it holds (issue 15 point 6): the view object and
+ * Heap an entry may cost, estimated from what it holds: the view object and
  * map entry (~1 KB, measured), its strings (V8 keeps Latin-1 strings at
  * one byte a character and anything else at two), and the UTF-8 JSON body the front end keeps
  * for a polled view (src/http/respond.ts serialises an immutable view once). Over-estimates
@@ -34,7 +34,7 @@ export function entryBytes (v: JobView): number {
 }
 
 /**
- * The front end's read cache of job views (DESIGN.md section 2, "read cache"): fed by the
+ * The front end's read cache of job views (docs/architecture.md "Threads", the job read cache): fed by the
  * shards' `job.updated` events, so GET /v1/jobs/{id} of a recent or live job costs no
  * database round trip and no thread hop. Bounded in bytes by a memory budget (JOB_CACHE_MB)
  * and in entries (least recently written out first); an evicted job is read from PostgreSQL.

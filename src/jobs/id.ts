@@ -13,8 +13,8 @@ function randomId (prefix: string): string {
   return id
 }
 
-/** A new job id: `job_` + 96 random bits in base64url (SPEC.md 2.1: prefix `job_`). */
+/** A new job id: `job_` + 96 random bits in base64url (docs/api.md "Jobs": prefix `job_`). */
 export function newJobId (): string { return randomId('job_') }
 
-/** A new webhook event id (the delivery body's `id`, DESIGN.md 7): `evt_` + 96 random bits. */
+/** A new webhook event id (the delivery body's `id`, docs/api.md "Webhooks"): `evt_` + 96 random bits. */
 export function newEventId (): string { return randomId('evt_') }

@@ -1,6 +1,6 @@
 /**
  * The public request that reproduces a job (the job page's "copy as curl / JavaScript /
- * Python", README "Dashboard"): built from the normalised request stored with the job
+ * Python", docs/dashboard.md): built from the normalised request stored with the job
  * (src/catalog/validate.ts), so it carries the defaults the service filled in. Internal fields
  * (price, estimate, kind, derived image mode) are dropped, and so is `webhook_secret`: a
  * secret is never shown back; resent with `webhook_url` only, the service generates one.

@@ -2,7 +2,7 @@ import type { NormalizedRequest } from '../catalog/validate.js'
 import type { JobOrder, JobSpec } from '../domain.js'
 
 /**
- * The text a provider reads directives from (DESIGN.md section 5): the prompt, and for audio
+ * The text a provider reads directives from (docs/architecture.md "Providers and media"): the prompt, and for audio
  * also text, style and lyrics. Derived from the stored request, so a resumed job sees the same.
  */
 export function directiveTextOf (request: Record<string, unknown>, prompt: string | null): string {

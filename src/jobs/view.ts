@@ -1,5 +1,5 @@
 /**
- * The Job resource (SPEC.md 2.1 plus DESIGN.md 7: credits_refunded, estimated_seconds) and
+ * The Job resource (docs/api.md "Jobs", with credits_refunded and estimated_seconds) and
  * helpers shared by the shards (which own jobs) and the front end (which caches views).
  */
 export type JobStatus = 'queued' | 'submitted' | 'processing' | 'completed' | 'failed' | 'cancelled'

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 
 /**
- * The embed page of a library video (README "Real providers", Results: `embed_url` =
+ * The embed page of a library video (docs/providers.md "Routing", Results: `embed_url` =
  * `{PUBLIC_BASE_URL}/embed/{token}`): a self-contained HTML player, poster = the thumbnail.
  * No script, no external stylesheet, font or image; every interpolated value is HTML-escaped
  * and URLs other than http(s) are dropped. Serve it with `EMBED_HEADERS`. The page is public,

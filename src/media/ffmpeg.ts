@@ -1,7 +1,7 @@
 /**
  * Media tools on an ffmpeg binary shipped inside an npm package (@ffmpeg-installer/ffmpeg with
  * its per-platform package, e.g. @ffmpeg-installer/linux-x64: the binary is in the tarball,
- * nothing is downloaded at install time). FFMPEG_PATH overrides it. Issue 11 points 6 and 8:
+ * nothing is downloaded at install time). FFMPEG_PATH overrides it (docs/providers.md "Media tools"):
  * - `thumbnail(video)`: a JPEG of a frame (library thumbnails of videos);
  * - `downscaleImage(bytes)`: a smaller JPEG copy (thumbnails of images);
  * - `makeVideo({width, height, seconds})`: a small valid H.264 MP4 of those dimensions and

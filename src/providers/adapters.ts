@@ -6,7 +6,7 @@ import type { RawCallback, UpstreamAdapter, UpstreamHandle, UpstreamLookup, Upst
 
 /**
  * Builds the real adapters (src/providers/{fal,replicate,kie}.ts, the upstream contract) from
- * the provider env (DESIGN.md 7). The one place that knows each adapter's options.
+ * the provider env (docs/providers.md "Real providers"). The one place that knows each adapter's options.
  */
 /**
  * Whether a callback URL is worth sending: Replicate and Kie callbacks cannot be verified

@@ -154,7 +154,7 @@ export function schemaOfRoute (spec: RouteSpec, dir?: string): UpstreamSchema | 
   return loadUpstreamSchema(spec.provider, spec.model, dir)
 }
 
-/** The values the catalogue allows for an option of a model (SPEC.md 4.3, 4.4). */
+/** The values the catalogue allows for an option of a model (docs/api.md "Jobs"). */
 export function catalogueValues (model: string, field: string): readonly unknown[] {
   const v = videoModel(model)
   if (v) {
@@ -210,6 +210,6 @@ export function unsupportedOption (model: string, routes: readonly CapableRoute[
   } else {
     can = `; send the request without ${field}`
   }
-  // In our vocabulary only: upstream field names and spellings stay in the operator's view (DESIGN.md 7).
+  // In our vocabulary only: upstream field names and spellings stay in the operator's view (docs/providers.md "Capabilities").
   return new ApiError('UNSUPPORTED_OPTION', `${model} cannot run ${field}${shown} with the providers it is routed to${can}. Nothing was charged`, { param: field })
 }

@@ -1,5 +1,5 @@
 /**
- * Per-route circuit breaker (DESIGN.md section 5): after `threshold` consecutive submission
+ * Per-route circuit breaker (docs/architecture.md "Providers and media"): after `threshold` consecutive submission
  * failures it opens for `coolDownMs`; while open, creations answer 502 PROVIDER_ERROR and charge
  * nothing. After the cool-down one trial submission is let through (half-open).
  * Only transport errors, 5xx and timeouts are failures (`failure`). An upstream refusal of the

@@ -1,5 +1,5 @@
 /**
- * fal queue API adapter (issue 11, DESIGN.md sections 5 and 7 "Providers").
+ * fal queue API adapter (docs/providers.md "fal").
  * - submit: `POST {queue}/{app}?fal_webhook=<callback>` with `Authorization: Key <FAL_KEY>`;
  *   the answer's `request_id`, `status_url`, `response_url`, `cancel_url` are kept in the handle
  *   (fal builds them from the app's owner/alias, not always the submitted path, so we use them).
@@ -253,7 +253,7 @@ export class FalAdapter implements UpstreamAdapter {
   }
 }
 
-/** The primary media URL first (DESIGN.md 7: video.url, images[0].url, audio.url, audio_file.url, image.url), then any other image. */
+/** The primary media URL first (docs/providers.md "fal": video.url, images[0].url, audio.url, audio_file.url, image.url), then any other image. */
 export function falOutputs (payload: any): string[] {
   if (!payload || typeof payload !== 'object') return []
   const out: string[] = []

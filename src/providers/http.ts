@@ -1,5 +1,5 @@
 /**
- * The one HTTP client of the real provider adapters (issue 11, DESIGN.md section 5): JSON in
+ * The one HTTP client of the real provider adapters (docs/architecture.md "Providers and media"): JSON in
  * and out over undici, a per-call timeout combined with the caller's signal, a cap on the
  * answer's size, and the error mapping every adapter shares:
  * - no answer (network error, reset, timeout, abort), 408, 429, 5xx -> UpstreamUnavailable
@@ -164,7 +164,7 @@ export function trimBase (base: string): string {
 /**
  * The error for a non-2xx answer to a status or result call. Such an answer is not a verdict on
  * the job (the key may have rotated, a replica may not know the id yet): the caller keeps the job
- * running, retries with backoff, and its deadline ends the job (issue 11, money rules).
+ * running, retries with backoff, and its deadline ends the job (money rules).
  */
 export function notAVerdict (what: string, res: UpstreamResponse): UpstreamUnavailable {
   const detail = errorText(res)

@@ -1,5 +1,5 @@
 /**
- * Kie.ai market task API adapter (issue 11, DESIGN.md sections 5 and 7 "Providers").
+ * Kie.ai market task API adapter (docs/providers.md "Kie.ai").
  * - submit: `POST {api}/api/v1/jobs/createTask {model, input, callBackUrl}` with
  *   `Authorization: Bearer <KIE_API_KEY>`. Kie answers HTTP 200 with the outcome in the body's
  *   `code`: 200 = accepted (`data.taskId`); 429 (rate limit), 455 (maintenance) and 5xx codes

@@ -3,7 +3,7 @@ import { downscaleImage, thumbnail } from '../media/ffmpeg.js'
 import type { Storage } from '../storage/storage.js'
 
 /**
- * Library thumbnails (issue 11 point 6, DESIGN.md 7 "Library media"): a JPEG of a frame for a
+ * Library thumbnails (docs/api.md "Jobs", Library): a JPEG of a frame for a
  * video, a downscaled JPEG for an image, stored next to the results under `thumbs/<sha256 of
  * the media>.jpg`. Keyed by content, so identical results (the simulated provider's) share one
  * thumbnail and ffmpeg runs once for them. Only media in our own storage is read.

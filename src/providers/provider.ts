@@ -1,5 +1,5 @@
 /**
- * The provider interface the job path uses (DESIGN.md section 5, issue 11). Every route kind
+ * The provider interface the job path uses (docs/architecture.md "Providers and media"). Every route kind
  * implements it: the simulated provider directly, the real adapters (fal, replicate, kie:
  * src/providers/upstream.ts) through a thin wrapper in src/providers/routing.ts. The states,
  * handles and errors are the upstream contract's: UpstreamRefused is definitive (nothing

@@ -165,7 +165,7 @@ export interface RouteState {
 }
 
 /**
- * Routing from model id to providers is configuration (DESIGN.md 5 and 7): PROVIDERS_FILE lists
+ * Routing from model id to providers is configuration (docs/architecture.md "Providers and media"): PROVIDERS_FILE lists
  * each model's routes in order; a model not listed (or every model, without the file) runs on
  * the simulated provider.
  */

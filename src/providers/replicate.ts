@@ -1,5 +1,5 @@
 /**
- * Replicate predictions API adapter (issue 11, DESIGN.md sections 5 and 7 "Providers").
+ * Replicate predictions API adapter (docs/providers.md "Replicate").
  * - submit: `POST {api}/v1/models/{owner}/{name}/predictions` for a model, or
  *   `POST {api}/v1/predictions` with `version` when the route's model is a version (contains ':'
  *   or is a 64-hex id); `Authorization: Bearer <REPLICATE_API_TOKEN>`; body

@@ -6,7 +6,7 @@ import { guardedConnector } from '../actors/delivery.js'
 import type { Storage } from '../storage/storage.js'
 
 /**
- * Provider results into our storage (issue 11 point 6, DESIGN.md 7 "Providers"): every output
+ * Provider results into our storage (docs/providers.md "Routing", Results): every output
  * is streamed from the provider's URL into storage before the job turns completed, so
  * result_url outlives the upstream copy. Downloads follow the webhook address rules (https,
  * public addresses only, checked on the connected socket; hosts in WEBHOOK_ALLOWLIST may be

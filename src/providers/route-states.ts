@@ -2,7 +2,7 @@ import type { Shards } from '../actors/shard-pool.js'
 import type { RouteState } from './registry.js'
 
 /**
- * The operator's route view of this node (DESIGN.md 7 "Health, errors shown to clients"): each
+ * The operator's route view of this node (docs/providers.md "Routing", Operators): each
  * route of PROVIDERS_FILE with its breaker, in-flight and queued jobs summed over the shards.
  * Shown by `GET /v1/admin/providers` and /metrics only; the public health never lists routes,
  * providers or upstream models. Empty without a routing file (every model simulated).

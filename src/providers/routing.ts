@@ -5,7 +5,7 @@ import { checkField, DEFAULT_SCHEMAS_DIR, loadUpstreamSchema, schemaFile } from 
 import { parseProviderSettings, type ProviderSettings } from './budget.js'
 
 /**
- * The routing file (DESIGN.md 7 "Providers", issue 11 point 3): PROVIDERS_FILE maps a catalogue
+ * The routing file (docs/providers.md "Routing"): PROVIDERS_FILE maps a catalogue
  * model id to an ordered list of routes. Parsed and validated once at boot; every mistake is a
  * boot error naming the model and route. Pure: no I/O besides reading the file.
  *
@@ -20,7 +20,7 @@ import { parseProviderSettings, type ProviderSettings } from './budget.js'
 export const PROVIDER_NAMES = ['simulated', 'fal', 'replicate', 'kie'] as const
 export type ProviderName = typeof PROVIDER_NAMES[number]
 
-/** The credential each real provider needs (DESIGN.md 7). */
+/** The credential each real provider needs (docs/providers.md "Real providers"). */
 export const CREDENTIAL_OF: Record<Exclude<ProviderName, 'simulated'>, string> = {
   fal: 'FAL_KEY',
   replicate: 'REPLICATE_API_TOKEN',
@@ -170,8 +170,7 @@ const REQUEST_FIELDS = new Set([
 ])
 
 /**
- * The boot check of every route against its upstream schema (DESIGN.md 7 "Providers at model
- * fidelity", docs/providers.md "Boot check"): the schema file must exist; a mapped field the
+ * The boot check of every route against its upstream schema (docs/providers.md "Boot check"): the schema file must exist; a mapped field the
  * schema lacks (when it refuses unknown fields), a required field the mapping never fills, or a
  * literal (or value-table entry) the field's type or enum refuses stops the boot with one
  * message naming model, route index, provider/upstream model and field.

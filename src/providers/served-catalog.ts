@@ -1,5 +1,5 @@
 /**
- * GET /v1/models as the routing file can serve it (DESIGN.md 7 "Providers at model fidelity",
+ * GET /v1/models as the routing file can serve it (docs/providers.md "Real providers",
  * docs/providers.md "Capabilities"): per model, only the option values some route serves. A
  * model the routing file does not list runs on the simulated provider, which serves them all.
  * Computed once per thread when the routes are loaded (Providers.load), then returned by

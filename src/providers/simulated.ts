@@ -6,7 +6,7 @@ import { MediaError, makeImage, makeVideo } from '../media/ffmpeg.js'
 import { UpstreamRefused, type ProviderJob, type RouteProvider, type UpstreamHandle, type UpstreamRequest, type UpstreamState } from './provider.js'
 
 /**
- * The simulated provider (DESIGN.md section 5), the default. Timing follows the catalogue's
+ * The simulated provider (docs/architecture.md "Providers and media"), the default. Timing follows the catalogue's
  * estimated_seconds divided by SIM_SPEED. Its job id encodes the submission time, duration and
  * directives, so status answers are a pure function of (id, now) and survive a restart.
  * Results are real small media files written through storage: MP4 for video, PNG or JPEG for
@@ -77,7 +77,7 @@ export class SimulatedProvider implements RouteProvider {
   }
 
   durationMs (job: ProviderJob): number {
-    // voiceover completes synchronously (SPEC.md 4.5): no processing time.
+    // voiceover completes synchronously (docs/api.md "Audio"): no processing time.
     if (job.model === 'voiceover') return 0
     return Math.max(1, Math.round(job.estimatedSeconds * 1000 / this.simSpeed))
   }
@@ -109,7 +109,7 @@ export class SimulatedProvider implements RouteProvider {
    * its content (`results/sim/<sha256>.<ext>`) and shared by every job with the same media,
    * as thumbnails are (src/providers/library-media.ts). The simulated media depend only on
    * (type, aspect ratio, duration, format), so writing a copy per job only cost a head, a
-   * write, a hash and a rename per completion (issue 12). Results of real providers are still
+   * write, a hash and a rename per completion. Results of real providers are still
    * downloaded per job (src/providers/results.ts). Checked and written once per process per
    * key; a restart checks again (head) and finds it in place.
    */
@@ -154,7 +154,7 @@ export class SimulatedProvider implements RouteProvider {
   }
 
   /**
-   * The result follows the request (issue 11 point 8): a video of the requested aspect ratio
+   * The result follows the request: a video of the requested aspect ratio
    * and duration, an image of the requested aspect ratio and format (ffmpeg, cached by
    * parameters). Audio, and any ffmpeg failure, fall back to the bundled sample file.
    */

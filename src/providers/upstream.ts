@@ -1,5 +1,5 @@
 /**
- * The upstream adapter contract (issue 11, DESIGN.md section 5): what a real provider adapter
+ * The upstream adapter contract (docs/architecture.md "Providers and media"): what a real provider adapter
  * (fal, replicate, kie) implements. Adapters are thin protocol clients: routing
  * (src/providers/routing.ts) has already chosen the route and mapped our request to the
  * upstream input; the JobActor owns timing, money and storage.

@@ -9,7 +9,7 @@ import { isSafeKey, type ByteRange, type PutOptions, type Storage, type StoredOb
 interface Meta { contentType: string; etag: string }
 
 /**
- * Local-filesystem storage under DATA_DIR/media (the default; DESIGN.md section 6), served by
+ * Local-filesystem storage under DATA_DIR/media (the default; docs/architecture.md "Providers and media"), served by
  * the front end under /files/. The content type and ETag sit beside each object in
  * `<file>.meta`; the ETag is a hash of the content, so it is stable across restarts and nodes
  * sharing the directory.

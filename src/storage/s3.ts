@@ -10,7 +10,7 @@ import type { S3Config } from '../config.js'
 import { isSafeKey, type ByteRange, type PutOptions, type Storage, type StoredObject } from './storage.js'
 
 /**
- * S3-compatible storage (DESIGN.md section 6) for several nodes sharing media. Objects keep
+ * S3-compatible storage (docs/architecture.md "Providers and media") for several nodes sharing media. Objects keep
  * their Content-Type in the bucket; the ETag is the bucket's. `url()` is S3_PUBLIC_URL/<key>
  * when set (a CDN or public bucket), else PUBLIC_BASE_URL/files/<key>, which the front end
  * serves by reading from the bucket (Range included).

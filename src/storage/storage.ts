@@ -11,7 +11,7 @@ export interface StoredObject {
 }
 
 /**
- * Where media lives (DESIGN.md section 6): provider results and uploads. Keys are relative
+ * Where media lives (docs/architecture.md "Providers and media"): provider results and uploads. Keys are relative
  * paths like `results/job_abc.mp4` or `uploads/2026/11/u_x.png`; the public URL of a key is
  * `${PUBLIC_BASE_URL}/files/${key}` for the local driver, or the bucket's URL for S3.
  */

@@ -11,7 +11,7 @@ export interface SweeperOptions {
 }
 
 /**
- * Deletes expired uploads (video uploads, about 90 days; SPEC.md 4.14 retention): the file
+ * Deletes expired uploads (video uploads, about 90 days; docs/api.md "Uploads" retention): the file
  * first, then the row, so a crash in between leaves a row whose file is already gone and the
  * next sweep finishes it. Deletes are idempotent, so several nodes may sweep at once.
  * Runs once at start and then every `intervalMs` on an unref'd timer.

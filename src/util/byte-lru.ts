@@ -1,5 +1,5 @@
 /**
- * A map bounded by an estimate of the heap its entries hold (issue 15: every cache keyed by
+ * A map bounded by an estimate of the heap its entries hold (every cache keyed by
  * user input is bounded in bytes, not entries). Order is recency of `set` (a Map keeps
  * insertion order; `set` re-inserts); `get` does not reorder, so hot paths pay one lookup.
  * Callers that want read recency re-`set` what they use (the credential caches do, at every

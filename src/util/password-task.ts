@@ -2,7 +2,7 @@ import { randomBytes, scrypt as scryptCb, timingSafeEqual } from 'node:crypto'
 import { promisify } from 'node:util'
 
 /**
- * piscina task: scrypt password hashing off the main thread (DESIGN.md section 2: stateless
+ * piscina task: scrypt password hashing off the main thread (docs/architecture.md "Threads": stateless
  * CPU work only). Format: scrypt$N$r$p$salt(b64)$hash(b64).
  */
 const scrypt = promisify(scryptCb) as (pw: string, salt: Buffer, len: number, opts: { N: number; r: number; p: number; maxmem: number }) => Promise<Buffer>

@@ -1,4 +1,4 @@
-// Crash recovery (DESIGN.md section 3, "nothing acknowledged that is not committed"; issue 4):
+// Crash recovery (docs/architecture.md "Durability", "nothing acknowledged that is not committed"):
 // the real service runs as a child process, is killed with SIGKILL in the middle of a burst of
 // creations, and is restarted on the same database and DATA_DIR. Then every 201 the client saw
 // has its job and its charge, every job has exactly one charge, the ledger adds up, the jobs

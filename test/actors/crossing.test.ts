@@ -1,4 +1,4 @@
-// The thread crossing (issue 12 point 3): a batch crosses as a plain object (no buffer shared
+// The thread crossing: a batch crosses as a plain object (no buffer shared
 // between posts), and a job's prompt crosses once.
 import t from 'tap'
 import { serialize } from 'node:v8'

@@ -1,4 +1,4 @@
-// The account's decision core (src/actors/decide.ts): every refusal of SPEC.md 4.3-4.7 and 8
+// The account's decision core (src/actors/decide.ts): every refusal of docs/api.md "Jobs"
 // as a pure function of (state, request), without threads or a database.
 import t from 'tap'
 import { ApiError } from '../../src/errors.js'

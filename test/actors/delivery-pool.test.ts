@@ -1,4 +1,4 @@
-// The webhook delivery pool under a deep backlog (issue 13): a second worker is started while
+// The webhook delivery pool under a deep backlog: a second worker is started while
 // claims fill their limit and stopped once the backlog is gone; every delivery is sent exactly
 // once (workers claim with a lease and SKIP LOCKED); attempts are recorded in multi-row
 // statements (recordAttempts) with the same effect per row as recordAttempt.

@@ -1,5 +1,5 @@
-// Webhook delivery rules without a database: signing (SPEC.md 6.1), the retry schedule and
-// answer classification (DESIGN.md 7), and the SSRF address rules, including the undici
+// Webhook delivery rules without a database: signing (docs/api.md "Webhooks"), the retry schedule and
+// answer classification (docs/api.md "Endpoints"), and the SSRF address rules, including the undici
 // connector that refuses a name resolving to a private address (DNS rebinding).
 import { createHmac } from 'node:crypto'
 import { createServer } from 'node:http'
@@ -160,7 +160,7 @@ t.test('registration-time resolution: non-public, public, unresolved (accepted) 
   t.equal(await resolveForRegistration('half.test', l), 'non-public')
   t.equal(await resolveForRegistration('pub.test', l), 'public')
   t.equal(await resolveForRegistration('nx.test', l), 'unresolved')
-  t.equal(await resolveForRegistration('slow.test', () => new Promise(() => {}), 50), 'timeout', 'a resolver that does not answer is not "unresolved" (issue 15: never accepted on a slow answer)')
+  t.equal(await resolveForRegistration('slow.test', () => new Promise(() => {}), 50), 'timeout', 'a resolver that does not answer is not "unresolved" (never accepted on a slow answer)')
 })
 
 t.test('the guarded undici connector: rebinding names and private literals never get a connection; allowlisted hosts do', async t => {

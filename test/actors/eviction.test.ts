@@ -1,4 +1,4 @@
-// Idle account actors leave their shard (issue 15, src/actors/eviction.ts) and come back cold
+// Idle account actors leave their shard (src/actors/eviction.ts) and come back cold
 // from PostgreSQL: balance, free trial, idempotency replays and conflicts are as before.
 import t from 'tap'
 import { randomBytes } from 'node:crypto'

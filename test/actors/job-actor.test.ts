@@ -1,5 +1,5 @@
-// The JobActor state machine (SPEC.md section 3) without threads or a database: a fake host
-// (the AccountActor's persistence) and a fake provider. Issue 4: no job stays non-terminal
+// The JobActor state machine (docs/api.md "Jobs") without threads or a database: a fake host
+// (the AccountActor's persistence) and a fake provider. No job stays non-terminal
 // forever, even when a write to the database fails for a moment.
 import t from 'tap'
 import { JobActor, type JobHost } from '../../src/actors/job-actor.js'

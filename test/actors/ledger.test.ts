@@ -1,4 +1,4 @@
-// The credit ledger invariants of DESIGN.md section 3 and issue 4, checked in SQL after real
+// The credit ledger invariants of docs/architecture.md "Durability", checked in SQL after real
 // traffic: accounts.credits = sum(credit_entries.delta); one charge per job; every failed or
 // cancelled job refunded exactly once, in full; nothing overspent under concurrency.
 import t from 'tap'

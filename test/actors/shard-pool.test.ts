@@ -1,4 +1,4 @@
-// Shard workers (DESIGN.md section 2) and group commit (section 3): a crashed worker fails its
+// Shard workers (docs/architecture.md "Threads") and group commit (section 3): a crashed worker fails its
 // pending asks with INTERNAL_ERROR and is restarted; concurrent credits are batched into few
 // transactions and keep the ledger invariant credits = sum(credit_entries.delta).
 import t from 'tap'

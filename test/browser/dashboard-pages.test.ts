@@ -1,4 +1,4 @@
-// The dashboard's second step (README "Dashboard") driven in Chromium through the real server,
+// The dashboard's second step (docs/dashboard.md) driven in Chromium through the real server,
 // as a user and an operator would: an image-to-video job made with an uploaded image, its page
 // (inputs, media, timeline, cost), its curl / JavaScript / Python snippets copied and run (each
 // creates the same job again); jobs filters and search; a webhook endpoint page that sends a
@@ -6,7 +6,7 @@
 // operator console granting credits and finding a job's upstream history. Every page passes an
 // axe-core check (no serious or critical violation) at 1280 px, and the job page on a phone
 // width. Screenshots go to test-output/dashboard-pages/, or with DASHBOARD_SHOTS=docs to docs/
-// (the README's "Dashboard" pictures: `DASHBOARD_SHOTS=docs node scripts/test.mjs test/browser/dashboard-pages.test.ts`).
+// (the pictures of docs/dashboard.md: `DASHBOARD_SHOTS=docs node scripts/test.mjs test/browser/dashboard-pages.test.ts`).
 import { execFile } from 'node:child_process'
 import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:net'

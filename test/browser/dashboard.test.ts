@@ -1,4 +1,4 @@
-// The developer dashboard (issue 14) driven by headless Chromium through playwright-core, as a
+// The developer dashboard driven by headless Chromium through playwright-core, as a
 // person would use it: sign up, operator verifies, key created (secret shown once), a video job
 // created from the form (price shown first, from the API's own pricing rules), watched live to
 // completed over SSE, played, its charge found in the ledger and the chart, the key revoked.

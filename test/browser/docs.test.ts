@@ -1,4 +1,4 @@
-// GET /v1/docs (SPEC.md 4.1): the interactive reference, served entirely by the service (no
+// GET /v1/docs (docs/api.md "Endpoints"): the interactive reference, served entirely by the service (no
 // CDN), rendered from /v1/openapi.json in a real browser (headless Chromium).
 import t from 'tap'
 import { mkdir, readFile, stat } from 'node:fs/promises'

@@ -1,5 +1,5 @@
-// The catalogue data against SPEC.md 4.3 to 4.6 and 8, and the public bodies of
-// GET /v1/models and GET /v1/credits/pricing (SPEC.md 2.7, 4.1, 9).
+// The catalogue data against docs/api.md "Jobs", and the public bodies of
+// GET /v1/models and GET /v1/credits/pricing (docs/api.md "Jobs").
 import t from 'tap'
 import { Ajv } from 'ajv'
 import addFormatsModule from 'ajv-formats'

@@ -1,4 +1,4 @@
-// Every price cell of SPEC.md sections 4.3 to 4.6, written out literally from the spec and
+// Every price cell of docs/api.md "Jobs", written out literally from the spec and
 // checked twice: through priceVideo/priceImage/priceAudio directly, and through the
 // validators (the path a real request takes: schema, normalisation, defaults, price).
 import t from 'tap'
@@ -18,7 +18,7 @@ function baseBody (model: string): Record<string, unknown> {
   return { model, prompt: 'a scene' }
 }
 
-// [model, resolution, duration, credits] straight from the SPEC.md 4.3 table.
+// [model, resolution, duration, credits] straight from the docs/api.md "Jobs" table.
 const RESOLUTION_DURATION: Array<[string, string, string, number]> = [
   ['grok-video', '480p', '6', 60], ['grok-video', '480p', '10', 90], ['grok-video', '480p', '15', 120], ['grok-video', '480p', '20', 140], ['grok-video', '480p', '30', 160],
   ['grok-video', '720p', '6', 80], ['grok-video', '720p', '10', 120], ['grok-video', '720p', '15', 150], ['grok-video', '720p', '20', 180], ['grok-video', '720p', '30', 280],
@@ -63,7 +63,7 @@ t.test('upper-case resolutions cost the same as lower-case ones', async t => {
   t.equal(priceVideo({ model: 'wan-3.0', resolution: '1080P', duration: '30' }), 1920)
 })
 
-// [model, mode, duration, credits] for kling-3.0 (SPEC.md 4.3).
+// [model, mode, duration, credits] for kling-3.0 (docs/api.md "Jobs").
 const MODE_DURATION: Array<[string, string, string, number]> = [
   ['kling-3.0', 'std', '6', 225], ['kling-3.0', 'std', '10', 300], ['kling-3.0', 'std', '15', 450],
   ['kling-3.0', 'pro', '6', 300], ['kling-3.0', 'pro', '10', 450], ['kling-3.0', 'pro', '15', 600],

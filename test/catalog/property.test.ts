@@ -1,6 +1,6 @@
 // Property-based checks (fast-check): whatever JSON arrives, each validator either returns a
 // request with a positive integer price or throws an ApiError whose envelope carries a
-// SPEC.md section 7 code; nothing else escapes.
+// docs/api.md "Errors" code; nothing else escapes.
 import t from 'tap'
 import fc from 'fast-check'
 import { ApiError } from '../../src/errors.js'
@@ -15,7 +15,7 @@ import {
   validateAudio, validateBatch, validateExtend, validateImage, validateVideo,
 } from '../../src/catalog/validate.js'
 
-/** Codes of SPEC.md section 7 a validator may answer with. */
+/** Codes of docs/api.md "Errors" a validator may answer with. */
 const SPEC_CODES = new Set(['VALIDATION_ERROR', 'UNSUPPORTED_OPTION', 'INVALID_IDEMPOTENCY_KEY'])
 const RUNS = { numRuns: 400 }
 

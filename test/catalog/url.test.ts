@@ -1,4 +1,4 @@
-// Host classification and URL policy (DESIGN.md section 7 "URL checks", webhook SSRF rules).
+// Host classification and URL policy (docs/api.md "Webhooks", webhook SSRF rules).
 import t from 'tap'
 import {
   checkMediaUrl, checkWebhookUrl, classifyHost, isAllowlistedHost, isIpLiteral, isPublicIpLiteral,

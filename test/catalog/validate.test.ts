@@ -1,4 +1,4 @@
-// Validation of every generation endpoint (SPEC.md 4.3 to 4.7): for each rule, the right
+// Validation of every generation endpoint (docs/api.md "Jobs"): for each rule, the right
 // request passes and the wrong one gets the right code and `param`.
 import t, { type Test } from 'tap'
 import { ApiError } from '../../src/errors.js'
@@ -21,7 +21,7 @@ function unsupported (t: Test, fn: () => unknown, param: string, name?: string) 
   t.throws(fn, { code: 'UNSUPPORTED_OPTION', status: 422, extra: { param } }, name ?? `422 UNSUPPORTED_OPTION param ${param}`)
 }
 
-/** Asserts a 400 VALIDATION_ERROR whose details name `paths` (a missing conditionally required field, issue 10.3). */
+/** Asserts a 400 VALIDATION_ERROR whose details name `paths` (a missing conditionally required field). */
 function required (t: Test, fn: () => unknown, paths: string[], name?: string) {
   t.throws(fn, { code: 'VALIDATION_ERROR', status: 400 }, name ?? `400 VALIDATION_ERROR naming ${paths.join(', ')}`)
   try { fn() } catch (e) { t.same(((e as ApiError).extra?.details as ValidationIssue[]).map(d => d.path), paths, `details name ${paths.join(', ')}`) }

@@ -1,4 +1,4 @@
-// The short chaos suite inside `npm test` (issue 15; the full one is `npm run chaos`): kill -9
+// The short chaos suite inside `npm test` (the full one is `npm run chaos`): kill -9
 // under mixed load with the ledger invariants in SQL, a database outage through the TCP fault
 // proxy, a body fuzzer over every operation of /v1/openapi.json, and the two-node races
 // (trial, overspend, per-key concurrency). Each scenario runs the real service as a child
@@ -44,7 +44,7 @@ t.test('fuzzed bodies over every operation: no 5xx, every error an envelope', as
   t.equal(r.dropped, 0)
 })
 
-// Points 2-4 of issue 15 belong to the core branch; until it lands these are expected to fail.
+// The two-node races (docs/operations.md "Chaos suite", nodes), one round.
 t.test('two nodes: one free video, no negative remaining_credits, in-flight within the cap', { skip: process.env.REDIS_URL_TEST ? false : 'REDIS_URL_TEST unset' }, async (t) => {
   const r = await nodesChaos({ ...o, redisUrl: process.env.REDIS_URL_TEST!, rounds: 1 })
   show(t, r)

@@ -1,4 +1,4 @@
-// The operator CLI (`npm run admin -- ...`, DESIGN.md section 7), run as a separate process
+// The operator CLI (`npm run admin -- ...`, docs/api.md "Endpoints"), run as a separate process
 // against a running service, as an operator would.
 import t from 'tap'
 import { execFile } from 'node:child_process'

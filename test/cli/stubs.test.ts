@@ -1,4 +1,4 @@
-// `npm run stubs` (src/cli/stubs.ts, README "Testing against stubs"): the real command starts the
+// `npm run stubs` (src/cli/stubs.ts, docs/providers.md "Testing against stubs"): the real command starts the
 // fal, Replicate and Kie stubs and prints an env block; a service started with exactly that env
 // completes a job on each provider, with its result copied into our storage.
 import t from 'tap'

@@ -1,4 +1,4 @@
-// containDriverFaults (src/db/connect.ts, issue 15): during an outage a postgres.js query can
+// containDriverFaults (src/db/connect.ts): during an outage a postgres.js query can
 // reject where nobody awaits it any more; that rejection must not end the process (the chaos
 // outage scenario saw the main thread exit on CONNECTION_CLOSED), while any other uncaught
 // error still does. Each case runs in a child process, since it exercises process-wide hooks.

@@ -1,4 +1,4 @@
-// Creations written together (issue 12 point 4): the group commit turns a batch of creations
+// Creations written together: the group commit turns a batch of creations
 // into one UPDATE of the accounts, one INSERT of ledger entries and one INSERT of jobs, each
 // creation answering with the balance its own charge left; a batch an account cannot cover
 // falls back to one creation at a time.

@@ -1,4 +1,4 @@
-// A PostgreSQL outage is an expected event (issue 15 point 1): while the database is cut off or
+// A PostgreSQL outage is an expected event: while the database is cut off or
 // black-holed behind a TCP proxy, no shard worker restarts, every error is a 5xx envelope with
 // Retry-After, each client wait is bounded, creation answers nothing it did not commit, and
 // everything resumes by itself within 5 s of the database coming back.

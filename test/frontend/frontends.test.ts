@@ -1,4 +1,4 @@
-// FRONTENDS=2 (issue 13 point 2): two uWS front-end threads on one port, each with its share of
+// FRONTENDS=2: two uWS front-end threads on one port, each with its share of
 // the connections; the rate window per key, the SSE stream cap per account and the job events
 // stay exact and complete across them.
 import t from 'tap'

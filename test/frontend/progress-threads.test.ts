@@ -1,4 +1,4 @@
-// FRONTENDS=2 with compact progress events (issue 12, job-lifecycle): a job's progress ticks
+// FRONTENDS=2 with compact progress events (job-lifecycle): a job's progress ticks
 // cross from its shard to the main thread as `job.progress` and on to the other front-end
 // threads as `t: 'prog'`; each thread patches its own cached view, so the SSE streams held by
 // every thread see the same status events, progress ticks included.

@@ -1,6 +1,6 @@
 /**
  * Every JSON answer a test gets through `req` (test/helpers/server.ts) is checked against the
- * served /v1/openapi.json (issue 10): a response the document does not describe fails the test
+ * served /v1/openapi.json: a response the document does not describe fails the test
  * that made it. The document is compiled once per process with Ajv (JSON Schema 2020-12, the
  * dialect of OpenAPI 3.1); `$ref`s resolve inside the document. TOON and other non-JSON answers,
  * HEAD and 304 are not checked.

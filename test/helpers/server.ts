@@ -77,7 +77,7 @@ export async function startServer (
     const text = await r.text()
     let parsed: unknown = text
     try { parsed = JSON.parse(text) } catch {}
-    // The one contract hook (issue 10): every JSON answer must match the served OpenAPI document.
+    // The one contract hook: every JSON answer must match the served OpenAPI document.
     if (!o.unchecked) {
       const problem = responseProblems(await loadContract(url), method, path, r.status, r.headers.get('content-type'), parsed)
       if (problem !== null) throw new Error(`OpenAPI contract: ${problem}`)

@@ -1,4 +1,4 @@
-// GET /v1/admin/accounts (issue 14, the dashboard's operator view): accounts newest first in
+// GET /v1/admin/accounts (the dashboard's operator view): accounts newest first in
 // the list envelope, `q` matching part of the email (wildcards taken literally), ADMIN_TOKEN only.
 import t from 'tap'
 import { createUser, startServer } from '../helpers/server.js'

@@ -1,4 +1,4 @@
-// Operator API (DESIGN.md section 7): Authorization: Bearer <ADMIN_TOKEN>.
+// Operator API (docs/api.md "Endpoints"): Authorization: Bearer <ADMIN_TOKEN>.
 import t from 'tap'
 import { assertError } from '../helpers/assert.js'
 import { ADMIN_TOKEN, createUser, startServer } from '../helpers/server.js'
@@ -15,7 +15,7 @@ async function newAccount (body: Record<string, unknown> = {}) {
   return r.body.user_id as number
 }
 
-/** Ledger invariant (DESIGN.md section 3): no account whose snapshot differs from its entries. */
+/** Ledger invariant (docs/architecture.md "Durability"): no account whose snapshot differs from its entries. */
 async function ledgerMismatches (): Promise<any[]> {
   return sql<any[]>`
     SELECT a.id, a.credits, coalesce(sum(e.delta), 0)::bigint AS sum

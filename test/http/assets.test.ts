@@ -1,4 +1,4 @@
-// GET /v1/assets (SPEC.md 4.10; list envelope and item shape of DESIGN.md 7).
+// GET /v1/assets (docs/api.md "Jobs"; list envelope and item shape of docs/api.md "Endpoints").
 import t from 'tap'
 import { assertError } from '../helpers/assert.js'
 import { createUser, startServer, type TestUser } from '../helpers/server.js'

@@ -1,4 +1,4 @@
-// The credential caches are bounded in bytes (issue 15: AUTH_CACHE_MB), least recently loaded
+// The credential caches are bounded in bytes (AUTH_CACHE_MB), least recently loaded
 // out first, and their accounting does not under-count the heap they take.
 import t from 'tap'
 import { execFile } from 'node:child_process'

@@ -1,5 +1,5 @@
-// Sessions (DESIGN.md section 7), GET /v1/auth/me and every credential failure code of
-// SPEC.md section 5.6, against the real server and PostgreSQL.
+// Sessions (docs/api.md "Endpoints"), GET /v1/auth/me and every credential failure code of
+// docs/api.md "Accounts, sessions and keys", against the real server and PostgreSQL.
 import t from 'tap'
 import { createHmac } from 'node:crypto'
 import { hashKey } from '../../src/http/api-key.js'
@@ -27,7 +27,7 @@ t.test('signup answers 201 {user_id, email, email_verified: false, next}, grants
   t.equal(r.status, 201)
   t.type(r.body.user_id, 'number')
   t.equal(r.body.email, e)
-  t.same(Object.keys(r.body).sort(), ['email', 'email_verified', 'next', 'user_id'], 'plus what to do next (issue 10)')
+  t.same(Object.keys(r.body).sort(), ['email', 'email_verified', 'next', 'user_id'], 'plus what to do next')
 
   const sql = s.app.services.sql
   const [acct] = await sql<any[]>`SELECT credits, email_verified, has_purchased, banned FROM accounts WHERE id = ${r.body.user_id}`

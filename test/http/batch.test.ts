@@ -1,4 +1,4 @@
-// POST /v1/batch, SPEC.md 4.7 (per-item result shape: DESIGN.md 7).
+// POST /v1/batch, docs/api.md "Batch (paid plans)" (per-item result shape: docs/api.md "Endpoints").
 import t from 'tap'
 import { assertError } from '../helpers/assert.js'
 import { createUser, startServer, type TestUser } from '../helpers/server.js'

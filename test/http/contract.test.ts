@@ -1,4 +1,4 @@
-// Issue 10 (client contract sweep) through the real HTTP server: unreadable 413s, conditional
+// The client contract (docs/decisions.md "Client contract") through the real HTTP server: unreadable 413s, conditional
 // required fields, one validation shape, Retry-After on every 429, banned login, discovery at
 // / and /v1.
 import t from 'tap'

@@ -1,4 +1,4 @@
-// GET /v1/credits, SPEC.md 4.11 (shape: DESIGN.md 7) and 1.8 (free trial).
+// GET /v1/credits, docs/api.md "Usage and limits" and "Jobs" (free trial).
 import t from 'tap'
 import { assertError } from '../helpers/assert.js'
 import { createUser, startServer } from '../helpers/server.js'

@@ -1,4 +1,4 @@
-// POST /v1/extend/video, SPEC.md 4.6 and 2.3 (extended_from_video_id).
+// POST /v1/extend/video, docs/api.md "Jobs" (extended_from_video_id).
 import t from 'tap'
 import { assertError } from '../helpers/assert.js'
 import { createUser, startServer, type TestUser } from '../helpers/server.js'

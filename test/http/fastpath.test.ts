@@ -1,4 +1,4 @@
-// The synchronous fast paths of src/http/server.ts (issue 13): GET/HEAD of constant public
+// The synchronous fast paths of src/http/server.ts: GET/HEAD of constant public
 // routes (the catalogue) and of cached authenticated reads (GET /v1/jobs/{id}) answer with the
 // same status, headers, body and metering row as the full pipeline, which a query string or
 // If-None-Match forces.

@@ -1,6 +1,6 @@
 // Fuzzing the credential parsers, path parameters and JSON bodies through the real server
-// (issue 2, "Bad input"): whatever arrives, the answer is never a 5xx, and every error is a
-// SPEC.md section 7 envelope whose code is in src/errors.ts with its own HTTP status.
+// ("Bad input"): whatever arrives, the answer is never a 5xx, and every error is a
+// docs/api.md "Errors" envelope whose code is in src/errors.ts with its own HTTP status.
 import t from 'tap'
 import fc from 'fast-check'
 import { createHmac } from 'node:crypto'

@@ -1,4 +1,4 @@
-// Job creation, SPEC.md 2.2, 4.3-4.5, 1.8 (free trial), 7 and 8: POST /v1/generate/{video,image,audio}.
+// Job creation, docs/api.md "Jobs" (free trial included) and "Errors": POST /v1/generate/{video,image,audio}.
 import t from 'tap'
 import { assertError } from '../helpers/assert.js'
 import { createUser, startServer, type TestUser } from '../helpers/server.js'

@@ -1,4 +1,4 @@
-// GET /v1/health (SPEC.md 4.1): 200 ok, 503 degraded while PostgreSQL is unreachable, and
+// GET /v1/health (docs/api.md "Endpoints"): 200 ok, 503 degraded while PostgreSQL is unreachable, and
 // back to 200 by itself when it returns. PostgreSQL is cut off with a TCP proxy.
 import t from 'tap'
 import { ADMIN_DATABASE_URL, freshDatabase } from '../helpers/db.js'

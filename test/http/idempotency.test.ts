@@ -1,4 +1,4 @@
-// Idempotency-Key, SPEC.md 4 (preamble), 7 and 8; DESIGN.md section 3.
+// Idempotency-Key, docs/api.md "Jobs" (Idempotency) and "Errors"; docs/architecture.md "Durability".
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
 import { assertError } from '../helpers/assert.js'

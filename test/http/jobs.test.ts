@@ -1,4 +1,4 @@
-// Jobs, SPEC.md 2.1, 3 and 4.8 (list envelope and credits_refunded: DESIGN.md 7).
+// Jobs, docs/api.md "Jobs" (list envelope and credits_refunded: docs/api.md "Endpoints").
 import t from 'tap'
 import { assertError } from '../helpers/assert.js'
 import { startServer } from '../helpers/server.js'

@@ -1,4 +1,4 @@
-// API key management, SPEC.md 4.2, 2.5, 2.6 and 5 (session JWT only).
+// API key management, docs/api.md "Accounts, sessions and keys" (session JWT only).
 import t from 'tap'
 import { hashKey } from '../../src/http/api-key.js'
 import { assertError } from '../helpers/assert.js'

@@ -1,5 +1,5 @@
-// GET /v1/credits/ledger (issue 14): the caller's credit entries in the list envelope of
-// DESIGN.md 7, newest first, each with the job it belongs to; filters kind and job_id; only
+// GET /v1/credits/ledger: the caller's credit entries in the list envelope of
+// docs/api.md "Endpoints", newest first, each with the job it belongs to; filters kind and job_id; only
 // the caller's own entries; bad input is a 400 in the error envelope.
 import t from 'tap'
 import { createUser, startServer } from '../helpers/server.js'

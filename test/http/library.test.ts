@@ -1,4 +1,4 @@
-// Library, SPEC.md 2.3, 2.4 and 4.9 (list envelope: DESIGN.md 7).
+// Library, docs/api.md "Jobs" (list envelope: docs/api.md "Endpoints").
 import t from 'tap'
 import { assertError } from '../helpers/assert.js'
 import { startServer, type TestUser } from '../helpers/server.js'

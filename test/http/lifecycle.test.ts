@@ -1,4 +1,4 @@
-// Graceful stop (issue 2 item 2): close() drains requests in flight, refuses new ones, and is
+// Graceful stop: close() drains requests in flight, refuses new ones, and is
 // not held up by clients that went away half-way through sending a body.
 import t from 'tap'
 import { connect } from 'node:net'

@@ -1,4 +1,4 @@
-// Login throttling (issue 15 point 5): 429 RATE_LIMIT_EXCEEDED with Retry-After after 10
+// Login throttling: 429 RATE_LIMIT_EXCEEDED with Retry-After after 10
 // failures per account or 50 per client address within 15 min, whether or not the account
 // exists; failed and throttled attempts are audited in login_attempts; with REDIS_URL the
 // counts hold across nodes.

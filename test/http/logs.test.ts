@@ -1,4 +1,4 @@
-// Logs (issue 14): the real service as `npm start` runs it (a child process, so the shard and
+// Logs: the real service as `npm start` runs it (a child process, so the shard and
 // delivery workers' output is captured too) writes one pino line per request carrying the id
 // also sent as X-Request-Id, and no secret of any kind reaches its output: API keys, session
 // JWTs, webhook secrets, passwords, SSE tickets, ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN and the

@@ -1,4 +1,4 @@
-// GET /metrics (DESIGN.md 7 "Metrics", issue 14): Prometheus text behind METRICS_TOKEN or
+// GET /metrics (docs/operations.md "Metrics"): Prometheus text behind METRICS_TOKEN or
 // ADMIN_TOKEN; after known traffic each counter moved by exactly the traffic's amount, and the
 // values measured in worker threads (group commit, providers, webhook deliveries) reach it.
 import t from 'tap'

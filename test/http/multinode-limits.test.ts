@@ -4,7 +4,7 @@ import { Redis } from 'ioredis'
 import { startServer, createUser, type TestServer, type TestUser } from '../helpers/server.js'
 
 /**
- * Issue 15 points 2-4: the free trial, the balance and per-key concurrency are exact across
+ * The free trial, the balance and per-key concurrency are exact across
  * two nodes on one database (REDIS_URL set). Each race sends its requests to both nodes at once.
  */
 const REDIS_URL = process.env.REDIS_URL_TEST || process.env.REDIS_URL || 'redis://127.0.0.1:6379'

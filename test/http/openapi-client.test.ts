@@ -1,8 +1,8 @@
-// Issue 10: a client generated from the served /v1/openapi.json (openapi-typescript) compiles
+// A client generated from the served /v1/openapi.json (openapi-typescript) compiles
 // against a small typed flow that reads what SPEC.md tells clients to use: details.job_id on a
 // 504, required_scope on a 403, retry_after on a 429, typed catalogue capabilities, the webhook
 // delivery body. A flow reading a field the document lacks must not compile (the check bites).
-// Issue 35: the same generated client uploads a Blob with no cast, and the upload runs.
+// The same generated client uploads a Blob with no cast, and the upload runs.
 import t from 'tap'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'

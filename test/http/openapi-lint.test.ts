@@ -1,4 +1,4 @@
-// Issue 35: the served /v1/openapi.json passes Redocly's `recommended` rules (the rule set the
+// The served /v1/openapi.json passes Redocly's `recommended` rules (the rule set the
 // Redocly CLI lints with by default) with no error, and the warnings left are the ones the
 // document means to have. Outside tools (Redocly, Spectral, Prism, generators) read this
 // document; this keeps what they find at zero as routes are added.

@@ -1,4 +1,4 @@
-// GET /v1/openapi.json (SPEC.md 4.1, 7, 9): a valid OpenAPI 3.1 document that describes every
+// GET /v1/openapi.json (docs/api.md "Endpoints"): a valid OpenAPI 3.1 document that describes every
 // route of the route table with its parameters, bodies, responses and error codes.
 import t from 'tap'
 import SwaggerParser from '@apidevtools/swagger-parser'
@@ -123,7 +123,7 @@ t.test('x-error-codes lists every code of src/errors.ts; every code an operation
     t.equal(table.get(code)?.http_status, e.status === 0 ? null : e.status, `${code} status`)
   }
   const answered = new Set(ops.flatMap(o => o.op['x-error-codes'] as string[]))
-  // SPEC.md 7 fallbacks this service never needs (a failed submission has a specific code; a
+  // docs/api.md "Errors" fallbacks this service never needs (a failed submission has a specific code; a
   // job that fails later reports it on the job), and SKIPPED, which only appears inside /batch results.
   const notPerOperation = new Set(['GENERATION_FAILED', 'EXTEND_FAILED', 'SKIPPED'])
   t.same(Object.keys(ERRORS).filter(c => !answered.has(c) && !notPerOperation.has(c)), [], 'every other code is declared by some operation')

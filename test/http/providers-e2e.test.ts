@@ -1,4 +1,4 @@
-// Real providers through the real service (issue 11 part B, points 2-6 and 8): the service runs
+// Real providers through the real service (points 2-6 and 8): the service runs
 // with a PROVIDERS_FILE routing models to the fal and Replicate contract stubs
 // (test/fixtures/*-stub.ts) and takes their signed callbacks at /v1/providers/{name}/callback.
 import { writeFile, mkdtemp } from 'node:fs/promises'

@@ -1,4 +1,4 @@
-// Library media through the real service (issue 11 part B points 5 and 7): the simulated
+// Library media through the real service (docs/api.md "Jobs", Library): the simulated
 // provider's media follow the request (aspect ratio -> dimensions, duration -> length); a
 // library video gets a real thumbnail (a frame, JPEG) and an embed page that plays in headless
 // Chromium with the thumbnail as its poster.

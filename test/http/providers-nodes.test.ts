@@ -1,4 +1,4 @@
-// Callbacks on any node (issue 11 part B point 3): two nodes share one database; a job runs on
+// Callbacks on any node (docs/architecture.md "A provider callback"): two nodes share one database; a job runs on
 // node A, its provider calls back node B. B verifies, settles the job through the conditional
 // terminal transition, and A's own copy later finds it ended: exactly one completion, one charge,
 // no refund; a restart of A resumes a submitted job on its route and completes it by polling.

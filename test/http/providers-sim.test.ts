@@ -1,4 +1,4 @@
-// The simulated provider as one route kind (issue 11 part B points 2 and 6; issue 10 point 9):
+// The simulated provider as one route kind:
 // it stays the default; a [sim:queue] job waits as long as it takes (the deadline counts only
 // once a provider holds the job); simulated routes in PROVIDERS_FILE get caps and history.
 import { mkdtemp, writeFile } from 'node:fs/promises'

@@ -1,4 +1,4 @@
-// Sliding 60-second window per key (SPEC.md section 8): the limiter alone, then through HTTP.
+// Sliding 60-second window per key (docs/api.md "Usage and limits"): the limiter alone, then through HTTP.
 import t from 'tap'
 import { DEFAULT_TIER_LIMITS, loadConfig, parseTierLimits } from '../../src/config.js'
 import { RateLimiter } from '../../src/http/rate-limit.js'

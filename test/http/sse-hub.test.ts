@@ -1,4 +1,4 @@
-// The SSE hub's fan-out of a job's end (issue 13, sse-fanout): every stream gets its last frames
+// The SSE hub's fan-out of a job's end (sse-fanout): every stream gets its last frames
 // and the end of its response in one corked write, the streams that already had the status
 // (Last-Event-ID) get only `done`, a backpressured stream gets them once writable, and every
 // slot of the account is released exactly once, whether the job's streams end together or not.
@@ -104,7 +104,7 @@ t.test('a job end fans out to every stream once, releases every slot, and keeps 
 
 t.test('changes are written after the turn that published them, all of them, in order', async (t) => {
   // On the main thread the job events of one turn are all posted on the thread bus before any
-  // stream is written (issue 13): the hub must not write inside publish.
+  // stream is written: the hub must not write inside publish.
   const hub = new SseHub(60_000, new LocalStreamCounts())
   t.teardown(() => hub.close())
   const r = new FakeRes()

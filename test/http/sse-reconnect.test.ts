@@ -1,4 +1,4 @@
-// Issue 10 point 1 (DESIGN.md 7): a reconnect whose Last-Event-ID is at or past `done` of a
+// docs/api.md "Server-Sent Events": a reconnect whose Last-Event-ID is at or past `done` of a
 // terminal job answers 204, which stops a standard EventSource; a fresh connection still gets
 // status then done. Checked with the `eventsource` package and headless Chromium, counting the
 // stream requests that reach the server.

@@ -158,7 +158,7 @@ t.test('the cap is enforced as soon as it is crossed, not after reading the body
   // An image (10 MB cap) followed by 41 MB more: the answer comes long before the end.
   const m = streamingMultipart({ before: [{ name: 'kind', value: 'image' }], filename: 'huge.png', head: png(), fileBytes: 51 * MB })
   const r = await fetch(`${s.url}/v1/uploads`, { method: 'POST', body: m.body, headers: { 'content-type': m.contentType, 'x-api-key': user.key }, duplex: 'half' } as RequestInit)
-  // Measured when the answer arrived: the rest of the body is then read and dropped (issue 10.2).
+  // Measured when the answer arrived: the rest of the body is then read and dropped.
   const atAnswer = m.pulled()
   t.equal(r.status, 413)
   t.equal((await r.json() as any).code, 'PAYLOAD_TOO_LARGE')
@@ -224,7 +224,7 @@ t.test('images that fail the content screen answer 403 CONTENT_POLICY_VIOLATION'
   assertEnvelope(t, await upload([kind('image'), file('ok.png', png({ text: { Title: 'banned word two' } }))]), 403, 'CONTENT_POLICY_VIOLATION')
   // Harmless metadata and words that merely contain a term pass.
   t.equal((await upload([kind('image'), file('classamples.png', png({ text: { Comment: 'a sunny beach' } }))])).status, 201)
-  // SPEC 4.14 screens images only.
+  // docs/api.md "Uploads" screens images only.
   t.equal((await upload([kind('audio'), file('forbidden-test-term.wav', wav())])).status, 201)
 })
 

@@ -1,4 +1,4 @@
-// Usage analytics (SPEC.md 4.11; shapes of DESIGN.md 7): GET /v1/usage/summary and /v1/usage/limits.
+// Usage analytics (docs/api.md "Usage and limits"; shapes of docs/api.md "Endpoints"): GET /v1/usage/summary and /v1/usage/limits.
 import t from 'tap'
 import postgres from 'postgres'
 import { explainUsageRows } from '../../src/db/usage.js'

@@ -1,4 +1,4 @@
-// Webhook delivery end to end (SPEC.md 6.1; DESIGN.md 2, 3, 4 and 7): real jobs on the simulated
+// Webhook delivery end to end (docs/api.md "Webhooks"; docs/architecture.md "Threads"): real jobs on the simulated
 // provider, the outbox written in the terminal transaction, the delivery worker, and a local
 // receiver (test/fixtures/webhook-receiver.ts) that checks every signature with its own code.
 import { spawn } from 'node:child_process'

@@ -1,4 +1,4 @@
-// Issue 10 point 7: a delivery disabled while its attempt was in flight (another delivery of
+// A delivery disabled while its attempt was in flight (another delivery of
 // the same webhook answered 410 first) still shows that attempt: attempts and last_status_code
 // agree with attempts_history.
 import t from 'tap'

@@ -1,4 +1,4 @@
-// One URL policy for every webhook URL (issue 15 point 7): a job's webhook_url gets exactly the
+// One URL policy for every webhook URL: a job's webhook_url gets exactly the
 // checks POST /webhooks does, /etc/hosts names resolving to loopback included, and a slow
 // resolver never makes a name acceptable (503 with Retry-After, not 201).
 import t from 'tap'

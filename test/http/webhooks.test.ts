@@ -1,4 +1,4 @@
-// Registered webhooks, SPEC.md 4.12 and DESIGN.md 7 (record shape, URL checks).
+// Registered webhooks, docs/api.md "Webhooks" and docs/api.md "Endpoints" (record shape, URL checks).
 import t from 'tap'
 import { privateHostsName } from '../fixtures/webhook-receiver.js'
 import { assertError } from '../helpers/assert.js'

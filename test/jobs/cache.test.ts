@@ -1,4 +1,4 @@
-// The job read cache is bounded in bytes (issue 15 point 6): filled with jobs whose prompts are
+// The job read cache is bounded in bytes: filled with jobs whose prompts are
 // 10,000 CJK characters, its heap stays under its JOB_CACHE_MB budget (v8 heap statistics
 // plus Buffer memory after gc, in a child process run with --expose-gc), and so does its own accounting.
 import t from 'tap'

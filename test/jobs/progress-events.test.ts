@@ -1,4 +1,4 @@
-// Compact progress events (issue 12, job-lifecycle): a live job's full view crosses from its
+// Compact progress events (job-lifecycle): a live job's full view crosses from its
 // shard to the front end at creation and at its end; its non-terminal changes in between cross
 // as `job.progress` (id, status, progress, updated_at) and are patched into the cached view, so
 // GET /v1/jobs/{id} and SSE see exactly what they saw when every tick carried a full view.

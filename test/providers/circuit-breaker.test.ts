@@ -1,4 +1,4 @@
-// The per-provider circuit breaker of DESIGN.md section 5 (pure: time is passed in).
+// The per-provider circuit breaker of docs/architecture.md "Providers and media" (pure: time is passed in).
 import t from 'tap'
 import { CircuitBreaker } from '../../src/providers/circuit-breaker.js'
 

@@ -1,4 +1,4 @@
-// Provider results into our storage (issue 11 part B point 5): the download follows the webhook
+// Provider results into our storage (docs/providers.md "Routing", Results): the download follows the webhook
 // address rules, checks the kind by magic bytes, caps the size and follows a few redirects.
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { createServer } from 'node:http'

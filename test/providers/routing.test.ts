@@ -1,4 +1,4 @@
-// The routing file (issue 11 part B point 1, DESIGN.md 7 "Providers"): validation at boot with
+// The routing file (docs/providers.md "Routing"): validation at boot with
 // errors naming the mistake, the declarative input mapping, and the shipped example.
 import { readFileSync } from 'node:fs'
 import t from 'tap'

@@ -1,4 +1,4 @@
-// The simulated provider's results (issue 12): one stored file per distinct media, shared by
+// The simulated provider's results: one stored file per distinct media, shared by
 // the jobs that produce it; different media get different files; a failed write is retried.
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'

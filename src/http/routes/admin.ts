@@ -125,7 +125,7 @@ const FailingDelivery = Type.Object({
   created_at: Type.String({ format: 'date-time' }),
 })
 
-/** Operator API (DESIGN.md section 7): Authorization: Bearer <ADMIN_TOKEN>. */
+/** Operator API (docs/api.md "Endpoints", operator routes): Authorization: Bearer <ADMIN_TOKEN>. */
 export const routes: Route[] = [
   {
     method: 'GET',

@@ -3,7 +3,7 @@ import { listAssets } from '../../db/assets.js'
 import type { Route } from '../route.js'
 import { ListOf, page, Paging } from './jobs.js'
 
-/** An asset as the API shows it (DESIGN.md 7): a character or voice usable by gemini-omni. */
+/** An asset as the API shows it (docs/api.md "Jobs", Library): a character or voice usable by gemini-omni. */
 export const Asset = Type.Object({
   id: Type.Integer({ description: 'Pass in character_asset_ids / voice_asset_ids of a gemini-omni request' }),
   kind: Type.Union([Type.Literal('character'), Type.Literal('voice')]),
@@ -16,7 +16,7 @@ const AssetsQuery = Type.Object({
   ...Paging,
 })
 
-/** GET /v1/assets (SPEC.md 4.10, shape of DESIGN.md 7), scope read. */
+/** GET /v1/assets (docs/api.md "Jobs", in the list envelope), scope read. */
 export const routes: Route[] = [
   {
     method: 'GET',

@@ -6,7 +6,7 @@ import type { Route, RouteContext } from '../route.js'
 import { NO_STORE } from '../respond.js'
 import { recordLoginAttempts, type LoginAttempt } from '../../db/login-attempts.js'
 
-/** Free credits granted at signup (SPEC.md 1.8), as a `grant` ledger entry. */
+/** Free credits granted at signup (docs/api.md "Jobs"), as a `grant` ledger entry. */
 export const SIGNUP_CREDITS = 200
 
 export const Email = Type.String({ format: 'email', minLength: 3, maxLength: 254 })
@@ -33,7 +33,7 @@ async function loginFailed (ctx: RouteContext, email: string, ip: string, accoun
   throw new ApiError('INVALID_CREDENTIALS')
 }
 
-/** Session routes (DESIGN.md section 7) and GET /v1/auth/me (SPEC.md 4.2). */
+/** Session routes (docs/api.md "Endpoints") and GET /v1/auth/me (docs/api.md "Accounts, sessions and keys"). */
 export const routes: Route[] = [
   {
     method: 'POST',
@@ -67,7 +67,7 @@ export const routes: Route[] = [
       const a = await createAccount(s.sql, { email: b.email, passwordHash: await s.passwords.hash(b.password), verified: false, credits: SIGNUP_CREDITS, note: 'signup free credits' })
       if (!a) throw new ApiError('CONFLICT', 'An account with this email already exists', { param: 'email' })
       // An unverified account cannot create keys (403 NOT_ELIGIBLE): say what unblocks it.
-      // Read by the person who signed up, not the operator: no operator commands here (README "Operator CLI" has them).
+      // Read by the person who signed up, not the operator: no operator commands here (docs/operations.md "Operator CLI" has them).
       const next = 'Your email is not verified yet: the service operator verifies it (tell them your user_id). ' +
         'Then log in (POST /v1/auth/login) and create an API key (POST /v1/auth/keys)'
       return { status: 201, body: { user_id: a.id, email: a.email, email_verified: false, next } }
@@ -84,7 +84,7 @@ export const routes: Route[] = [
     async handler (ctx) {
       const b = ctx.body as Static<typeof Login>
       const s = ctx.services
-      // Throttled per account and per client address (issue 15 point 5, src/http/login-throttle.ts).
+      // Throttled per account and per client address (src/http/login-throttle.ts).
       const who = b.email.trim().toLowerCase()
       const ip = ctx.ip || 'unknown'
       const wait = await s.loginThrottle.check(who, ip)

@@ -1,5 +1,5 @@
 /**
- * Public discovery routes of the catalogue (SPEC.md 4.1, 5.4): GET /v1/models and
+ * Public discovery routes of the catalogue (docs/api.md "Endpoints"): GET /v1/models and
  * GET /v1/credits/pricing. Both bodies are built once (src/catalog/responses.ts) and returned
  * by identity with a strong ETag, so the front end serialises them once and answers
  * If-None-Match with 304.

@@ -10,7 +10,7 @@ const Credits = Type.Object({
   free_trial: Type.Object({ credits_granted: Type.Integer(), video_used: Type.Boolean() }),
 })
 
-/** GET /v1/credits (SPEC.md 4.11, shape of DESIGN.md 7). */
+/** GET /v1/credits (docs/api.md "Jobs", Credits and the free trial). */
 export const routes: Route[] = [
   {
     method: 'GET',

@@ -94,7 +94,7 @@ async function page (ctx: RouteContext): Promise<Reply> {
   return serve(ctx, index)
 }
 
-/** The developer dashboard (issue 14; DESIGN.md 7): the built single-page app, a client of /v1. */
+/** The developer dashboard (docs/dashboard.md): the built single-page app, a client of /v1. */
 export const routes: Route[] = [
   {
     method: 'GET',

@@ -9,7 +9,7 @@ import { ApiError } from '../../errors.js'
 import type { Reply, Route, RouteContext } from '../route.js'
 
 /**
- * GET /v1/docs (SPEC.md 4.1): an interactive reference (Swagger UI from the `swagger-ui-dist`
+ * GET /v1/docs (docs/api.md "API reference (/v1/docs)"): an interactive reference (Swagger UI from the `swagger-ui-dist`
  * package: one self-contained browser bundle, no dependencies) rendered in the browser from
  * /v1/openapi.json. Everything is served by the service itself: the machine may have no
  * internet, so no CDN. The bundle files are read once when this module loads.

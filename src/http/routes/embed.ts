@@ -8,7 +8,7 @@ import type { Route } from '../route.js'
 const RATIO: Record<string, [number, number]> = { '16:9': [16, 9], '9:16': [9, 16], '2:3': [2, 3], '3:2': [3, 2], '1:1': [1, 1], '4:3': [4, 3], '3:4': [3, 4], '21:9': [21, 9] }
 
 /**
- * GET /embed/{token} (README "Real providers", Results): the video's player page
+ * GET /embed/{token} (docs/providers.md "Routing", Results): the video's player page
  * (src/media/embed.ts), poster = its thumbnail. Public, as an embed must be: the token is
  * random (the video id, which can be counted, is never accepted) and the page shows only what
  * the video's own URLs already give to whoever holds them, never the prompt.

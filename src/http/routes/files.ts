@@ -66,7 +66,7 @@ function rangeStillValid (ifRange: string | undefined, obj: StoredObject): boole
 }
 
 /**
- * GET /files/<key> (DESIGN.md section 6): stored media with its Content-Type, a strong ETag
+ * GET /files/<key> (docs/api.md "Uploads"): stored media with its Content-Type, a strong ETag
  * (If-None-Match answers 304), Last-Modified, single byte ranges (206, 416) so video seeks
  * in a browser, and a year of immutable caching. The body is streamed with uWS backpressure
  * (tryEnd/onWritable) and reading stops as soon as the client goes away.

@@ -48,7 +48,7 @@ function fingerprint (ctx: RouteContext): string {
 }
 
 /**
- * The content screen (SPEC.md 7 CONTENT_POLICY_VIOLATION): every text a job carries. A hit is
+ * The content screen (docs/api.md "Errors" CONTENT_POLICY_VIOLATION): every text a job carries. A hit is
  * counted on the account; POLICY_VIOLATION_LIMIT hits suspend it (ACCOUNT_BANNED).
  */
 async function screen (ctx: RouteContext, spec: JobSpec): Promise<void> {
@@ -74,7 +74,7 @@ async function checkAssets (ctx: RouteContext, n: NormalizedRequest): Promise<vo
   }
 }
 
-/** extend: the caller's completed veo3-fast / veo3-quality job (SPEC.md 4.6). */
+/** extend: the caller's completed veo3-fast / veo3-quality job (docs/api.md "Jobs"). */
 async function extendSource (ctx: RouteContext, jobId: string): Promise<string> {
   if (!JOB_ID_RE.test(jobId)) throw new ApiError('JOB_NOT_FOUND', `No job ${jobId} belongs to this account`)
   const row = await getJob(ctx.services.sql, jobId)
@@ -90,10 +90,10 @@ async function extendSource (ctx: RouteContext, jobId: string): Promise<string> 
 
 async function specFor (ctx: RouteContext, n: NormalizedRequest, o: { screen: boolean } = { screen: true }): Promise<JobSpec> {
   await checkAssets(ctx, n)
-  // Every delivery is signed (SPEC.md 6.1): a per-job webhook_url sent without a secret gets
+  // Every delivery is signed (docs/api.md "Webhooks"): a per-job webhook_url sent without a secret gets
   // one generated, returned once in the 201 as `webhook_secret`.
   if (n.webhook_url !== null && n.webhook_secret === null) n.webhook_secret = randomBytes(32).toString('hex')
-  // One URL policy for every webhook URL (issue 15 point 7): the same checks as POST /webhooks.
+  // One URL policy for every webhook URL: the same checks as POST /webhooks.
   if (n.webhook_url !== null) await checkWebhookDestination(n.webhook_url, ctx.services.config.webhookAllowlist, 'webhook_url')
   const spec = n.kind === 'extend' ? specOf(n, await extendSource(ctx, n.job_id)) : specOf(n)
   if (o.screen) await screen(ctx, spec)
@@ -144,7 +144,7 @@ const BatchResponse = Type.Object({
   replayed: Type.Optional(Type.Literal(true)),
 })
 
-/** Generation routes (SPEC.md 4.3-4.7). */
+/** Generation routes (docs/api.md "Jobs"). */
 export const routes: Route[] = [
   createRoute('/v1/generate/video', 'Create a video job (charged up front, refunded if the provider fails it)', VideoRequest, validateVideo),
   createRoute('/v1/generate/image', 'Create an image job; image_urls switches to edit mode', ImageRequest, validateImage),

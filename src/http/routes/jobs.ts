@@ -8,7 +8,7 @@ import { jobRequest } from '../../jobs/request.js'
 import { JOB_ID_RE, viewOf, type JobView } from '../../jobs/view.js'
 import type { Route, RouteContext } from '../route.js'
 
-/** The list envelope of DESIGN.md 7: `{data, total, limit, offset, has_more}`. */
+/** The list envelope of docs/api.md "Jobs": `{data, total, limit, offset, has_more}`. */
 export function ListOf<T extends ReturnType<typeof Type.Object>> (item: T) {
   return Type.Object({ data: Type.Array(item), total: Type.Integer(), limit: Type.Integer(), offset: Type.Integer(), has_more: Type.Boolean() })
 }
@@ -67,7 +67,7 @@ export async function ownJob (ctx: RouteContext, id: string): Promise<JobView> {
   return e.view
 }
 
-/** Jobs (SPEC.md 4.8), scope read. */
+/** Jobs (docs/api.md "Jobs"), scope read. */
 export const routes: Route[] = [
   {
     method: 'GET',
@@ -131,7 +131,7 @@ export const routes: Route[] = [
         if (c.kind === 'charge') t.push({ at: c.created_at.toISOString(), kind: 'charged', message: `${-c.delta} credits charged`, credits: c.delta })
         else if (c.kind === 'refund') t.push({ at: c.created_at.toISOString(), kind: 'refunded', message: `${c.delta} credits refunded`, credits: c.delta })
       }
-      // Provider states only as words: never the provider, route or upstream text (DESIGN.md 7
+      // Provider states only as words: never the provider, route or upstream text (docs/providers.md "Routing"
       // keeps those in the operator's view), and one entry per change of state.
       let last = ''
       for (const e of up?.events ?? []) {

@@ -16,7 +16,7 @@ const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union(
 const Tier = Type.Union([Type.Literal('free'), Type.Literal('pro'), Type.Literal('enterprise')])
 const Scopes = Type.Array(Type.Union([Type.Literal('generate'), Type.Literal('read')]))
 
-/** SPEC.md 2.5 */
+/** docs/api.md "Accounts, sessions and keys" */
 export const ApiKeyView = Type.Object({
   id: Type.Integer(),
   prefix: Type.String(),
@@ -29,7 +29,7 @@ export const ApiKeyView = Type.Object({
   created_at: Type.String({ format: 'date-time' }),
 })
 
-/** SPEC.md 2.6 */
+/** docs/api.md "Accounts, sessions and keys" */
 export const ApiKeyWithSecret = Type.Object({
   id: Type.Integer(),
   key: Type.String({ minLength: 71, maxLength: 71 }),
@@ -62,7 +62,7 @@ function withSecret (row: KeyRow, key: string, a: AccountFlags, message: string)
   }
 }
 
-/** API key management (SPEC.md 4.2): dashboard session only; an API key gets 403 insufficient_scope. */
+/** API key management (docs/api.md "Accounts, sessions and keys"): dashboard session only; an API key gets 403 insufficient_scope. */
 export const routes: Route[] = [
   {
     method: 'POST',

@@ -21,7 +21,7 @@ const LedgerQuery = Type.Object({
   ...Paging,
 })
 
-/** GET /v1/credits/ledger (issue 14): the caller's credit entries, list envelope of DESIGN.md 7, scope read. */
+/** GET /v1/credits/ledger: the caller's credit entries, list envelope of docs/api.md "Jobs", scope read. */
 export const routes: Route[] = [
   {
     method: 'GET',

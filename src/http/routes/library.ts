@@ -4,7 +4,7 @@ import type { Route } from '../route.js'
 import { ListOf, page, Paging } from './jobs.js'
 
 const N = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()])
-/** SPEC.md 2.3 */
+/** docs/api.md "Jobs" */
 export const Video = Type.Object({
   id: Type.Integer(),
   prompt: N(Type.String()),
@@ -18,7 +18,7 @@ export const Video = Type.Object({
   created_at: Type.String({ format: 'date-time' }),
   completed_at: N(Type.String({ format: 'date-time' })),
 })
-/** SPEC.md 2.4 */
+/** docs/api.md "Jobs" */
 export const Image = Type.Object({
   id: Type.Integer(),
   prompt: N(Type.String()),
@@ -37,7 +37,7 @@ const iso = (d: Date | null) => d === null ? null : d.toISOString()
 const videoOf = (r: VideoRow) => ({ ...r, created_at: r.created_at.toISOString(), completed_at: iso(r.completed_at) })
 const imageOf = (r: ImageRow) => ({ ...r, created_at: r.created_at.toISOString(), completed_at: iso(r.completed_at) })
 
-/** Library (SPEC.md 4.9): successfully generated media with durable URLs, newest first. */
+/** Library (docs/api.md "Jobs"): successfully generated media with durable URLs, newest first. */
 export const routes: Route[] = [
   {
     method: 'GET',

@@ -10,7 +10,7 @@ const digest = (s: string): Buffer => {
 }
 
 /**
- * GET /metrics (DESIGN.md 7 "Metrics"): Prometheus text format, outside /v1.
+ * GET /metrics (docs/operations.md "Metrics"): Prometheus text format, outside /v1.
  * `Authorization: Bearer <METRICS_TOKEN or ADMIN_TOKEN>`, both compared in constant time.
  */
 export const routes: Route[] = [

@@ -113,7 +113,7 @@ const CallbackAnswer = Type.Object({
 })
 
 const AdminJob = Type.Object({
-  job: Type.Object({}, { additionalProperties: true, description: 'The Job (SPEC.md 2.1)' }),
+  job: Type.Object({}, { additionalProperties: true, description: 'The Job, as GET /v1/jobs/{id} shows it' }),
   account_id: Type.Integer(),
   provider: Type.String(),
   route: Type.Union([Type.String(), Type.Null()], { description: 'model#index:provider:upstream model of PROVIDERS_FILE; null for the implicit simulated route' }),

@@ -11,7 +11,7 @@ import { writeResponse } from '../respond.js'
 const TicketRequest = Type.Object({ jobId: Type.String({ minLength: 1, maxLength: 100 }) })
 const TicketResponse = Type.Object({ ticket: Type.String(), expires_in: Type.Literal(300) })
 
-/** Server-Sent Events (SPEC.md 4.13, 6.2; DESIGN.md 7). */
+/** Server-Sent Events (docs/api.md "Server-Sent Events"). */
 export const routes: Route[] = [
   {
     method: 'POST',
@@ -67,7 +67,7 @@ export const routes: Route[] = [
       const last = Number(lastHeader ?? 0)
       // The newest view: an event may have landed while ownJob read the database.
       const current = s.jobs.get(jobId)?.view ?? view
-      // DESIGN.md 7: a reconnect that already saw `done` of a terminal job gets 204, the SSE
+      // docs/api.md "Server-Sent Events": a reconnect that already saw `done` of a terminal job gets 204, the SSE
       // standard's way to stop a client; without it every EventSource reconnects every 3 s forever.
       if (TERMINAL.has(current.status) && lastHeader !== undefined && lastHeader !== null && Number.isFinite(last) && last >= eventIdOf(current) + 1) {
         if (ctx.aborted()) return { status: -1 }

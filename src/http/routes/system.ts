@@ -5,7 +5,7 @@ import type { Services } from '../../services.js'
 import { ping } from '../../db/connect.js'
 
 /**
- * Public health (DESIGN.md 7 "Health, errors shown to clients"): status, version and checks
+ * Public health (docs/providers.md "Routing", Operators): status, version and checks
  * only. The route view (providers, upstream models, counts) is the operator's:
  * GET /v1/admin/providers and /metrics.
  */
@@ -57,7 +57,7 @@ const Index = Type.Object({
   dashboard: Type.String({ description: 'Developer dashboard (HTML): keys, jobs, usage, webhooks (GET /dashboard)' }),
 })
 
-/** What GET / and GET /v1 answer: where to look next (issue 10), one frozen body per base URL. */
+/** What GET / and GET /v1 answer: where to look next, one frozen body per base URL. */
 const indexes = new Map<string, object>()
 function indexBody (s: Services): object {
   const base = s.config.publicBaseUrl
@@ -69,7 +69,7 @@ function indexBody (s: Services): object {
   return b
 }
 
-/** GET /, GET /v1, GET /v1/health and GET /v1/openapi.json (SPEC.md 4.1). */
+/** GET /, GET /v1, GET /v1/health and GET /v1/openapi.json (docs/api.md "Endpoints", docs/operations.md "Running in production"). */
 export function systemRoutes (openapi: () => unknown): Route[] {
   const index: Route = {
     method: 'GET',

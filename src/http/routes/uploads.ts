@@ -19,7 +19,7 @@ const MB = 1024 * 1024
 interface Accepted { contentType: string; ext: string }
 
 /**
- * Per-kind rules (SPEC.md 4.14). `exts` are the file-name extensions SPEC allows; `types`
+ * Per-kind rules (docs/api.md "Uploads"). `exts` are the file-name extensions the API allows; `types`
  * maps what `file-type` detects from the magic bytes to the stored Content-Type and key
  * extension. Both must agree with the kind.
  */
@@ -70,7 +70,7 @@ const KINDS = Object.keys(UPLOAD_KINDS) as UploadKind[]
 const LARGEST_CAP = Math.max(...KINDS.map(k => UPLOAD_KINDS[k].maxBytes))
 /** Room for the multipart framing and the kind field when judging a declared Content-Length. */
 const FORM_OVERHEAD = 64 * 1024
-/** Video uploads are transient (SPEC.md 4.14: about 90 days); image and audio are durable. */
+/** Video uploads are transient (docs/api.md "Uploads": about 90 days); image and audio are durable. */
 export const VIDEO_RETENTION_MS = 90 * 24 * 3600 * 1000
 
 function isKind (v: string): v is UploadKind { return Object.prototype.hasOwnProperty.call(UPLOAD_KINDS, v) }
@@ -212,7 +212,7 @@ export function uploadKey (ext: string, now = new Date()): string {
 }
 
 /**
- * POST /v1/uploads (SPEC.md 4.14, DESIGN.md section 6): multipart `file` + `kind`, free.
+ * POST /v1/uploads (docs/api.md "Uploads", docs/architecture.md "Providers and media"): multipart `file` + `kind`, free.
  * The file is streamed to DATA_DIR/tmp while counted (413 at the cap), then checked: file-name
  * extension and magic bytes must both belong to the kind (415), images pass the content
  * screen on their file name and embedded text metadata (403), and only then is it stored.

@@ -6,7 +6,7 @@ import { limitCounts, usageRows } from '../../db/usage.js'
 import { tierOf } from '../auth.js'
 import type { Route } from '../route.js'
 
-/** SPEC.md 8: active webhooks per account (the same number src/db/webhooks.ts enforces). */
+/** docs/api.md "Usage and limits": active webhooks per account (the same number src/db/webhooks.ts enforces). */
 const MAX_ACTIVE_WEBHOOKS = 5
 /** Longest summary range, in days (both ends included): a leap year. */
 export const MAX_SUMMARY_DAYS = 366
@@ -68,7 +68,7 @@ export function summaryRange (q: { from?: string; to?: string }, nowMs = Date.no
   return { from, to, days }
 }
 
-/** Usage analytics (SPEC.md 4.11, shapes of DESIGN.md 7), scope read. */
+/** Usage analytics (docs/api.md "Usage and limits"), scope read. */
 export const routes: Route[] = [
   {
     method: 'GET',

@@ -17,12 +17,12 @@ import { ListOf, page, Paging } from './jobs.js'
 const EventType = Type.Union([Type.Literal('job.completed'), Type.Literal('job.failed')])
 
 const CreateWebhook = Type.Object({
-  url: Type.String({ format: 'uri', maxLength: MAX_URL_LENGTH, description: 'https and publicly routable (SPEC.md 4.12)' }),
+  url: Type.String({ format: 'uri', maxLength: MAX_URL_LENGTH, description: 'https and publicly routable' }),
   events: Type.Array(EventType, { minItems: 1, maxItems: 2, uniqueItems: true }),
   secret: Type.Optional(Type.String({ minLength: 16, maxLength: 64, description: 'HMAC key; omitted: 32 random bytes (hex) are generated and returned once' })),
 }, { additionalProperties: false })
 
-/** The webhook record of DESIGN.md 7. */
+/** The webhook record of docs/api.md "Webhooks". */
 export const WebhookView = Type.Object({
   id: Type.Integer(),
   url: Type.String(),
@@ -37,7 +37,7 @@ const DeliveryStatus = Type.Union(['pending', 'delivered', 'failed', 'disabled']
 /** A delivery's event: the job events, or `webhook.test` (POST /v1/webhooks/{id}/test). */
 const DeliveryEvent = Type.Union([Type.Literal('job.completed'), Type.Literal('job.failed'), Type.Literal('webhook.test')])
 
-/** One delivery of a webhook with its attempts (beyond SPEC.md: debugging a failing receiver). */
+/** One delivery of a webhook with its attempts (for debugging a failing receiver; docs/webhook-tools.md). */
 export const DeliveryView = Type.Object({
   id: Type.String({ description: 'The X-Service-Delivery header, the same on every attempt' }),
   event: DeliveryEvent,
@@ -138,11 +138,11 @@ function viewOf (w: WebhookRow): Static<typeof WebhookView> {
 }
 
 /**
- * The one URL policy for every webhook URL (issue 15 point 7): POST /webhooks `url` and the
+ * The one URL policy for every webhook URL: POST /webhooks `url` and the
  * per-job `webhook_url` of every creation route get exactly these checks. https, not localhost
  * nor a non-public IP literal (422 UNSUPPORTED_OPTION naming `param`); a name is resolved (as
  * the delivery connector resolves it, /etc/hosts included) and refused with 422 if any address
- * is non-public; a name DNS says does not exist is accepted (DESIGN.md 7: the delivery-time
+ * is non-public; a name DNS says does not exist is accepted (docs/api.md "Webhooks": the delivery-time
  * check on the connected address is the real guard); a resolver that does not answer within
  * 2 s gives 503 SERVICE_UNAVAILABLE with Retry-After, never an acceptance. An allowlisted
  * host[:port] skips all of it.
@@ -162,7 +162,7 @@ export async function checkWebhookDestination (value: string, allowlist: readonl
   }
 }
 
-/** Registered webhooks (SPEC.md 4.12, 6.1), scope generate. */
+/** Registered webhooks (docs/api.md "Webhooks"), scope generate. */
 export const routes: Route[] = [
   {
     method: 'POST',

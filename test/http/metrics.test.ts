@@ -122,9 +122,11 @@ t.test('counters move by exactly the traffic sent', async t => {
     const m = await scrape()
     return diff(m, 'genjobs_webhook_deliveries_total{outcome="delivered"}') >= 3 && m
   }, 20000)
-  const after = await until('the SSE gauge back to its level', async () => {
+  // A delivery is counted when its attempt ends; its outbox row is marked in the delivery
+  // worker's next commit: wait for both gauges rather than assume the order.
+  const after = await until('the SSE gauge back to its level and the outbox drained', async () => {
     const m = await scrape()
-    return v(m, 'genjobs_sse_streams_open') === v(before, 'genjobs_sse_streams_open') && m
+    return v(m, 'genjobs_sse_streams_open') === v(before, 'genjobs_sse_streams_open') && v(m, 'genjobs_outbox_pending') === 0 && m
   })
 
   t.equal(diff(after, 'genjobs_jobs_created_total{type="image",model="nano-banana"}'), 2, 'two image jobs created')

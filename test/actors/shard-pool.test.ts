@@ -247,7 +247,7 @@ t.test('GroupCommit on its own', async (t) => {
     t.equal(await credits(id), 55, 'applied exactly once')
     t.equal((await sql<any[]>`SELECT count(*)::int AS n FROM credit_entries WHERE account_id = ${id}`)[0].n, 2, 'one opening grant + one entry')
     t.same(await ledgerMismatches(sql), [], 'invariant')
-    t.ok(runs >= 1)
+    t.ok(runs <= 2, `the slow item ran at most twice: in the failed batch, then alone (${runs})`)
   })
 
   t.test('a lone failing item rejects without a fallback; idle() waits for everything', async (t) => {

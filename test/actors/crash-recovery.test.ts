@@ -6,23 +6,15 @@
 import t from 'tap'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { signSession } from '../../src/http/jwt.js'
 import { freshDatabase } from '../helpers/db.js'
 import { dbOf, image, sleep, UNLIMITED_TIERS, video } from '../helpers/jobs.js'
 import { ADMIN_TOKEN, JWT_SECRET } from '../helpers/server.js'
+import { freePort } from '../helpers/net.js'
 
 const MAIN = new URL('../../src/main.js', import.meta.url).pathname // dist/src/main.js
-
-async function freePort (): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => { const p = (srv.address() as { port: number }).port; srv.close(() => resolve(p)) })
-  })
-}
 
 const databaseUrl = await freshDatabase(t)
 const dataDir = await mkdtemp(join(tmpdir(), 'gjt-crash-'))

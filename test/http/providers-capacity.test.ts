@@ -10,7 +10,6 @@
 import { randomBytes } from 'node:crypto'
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { createServer as createHttpServer, type Server } from 'node:http'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
@@ -19,20 +18,13 @@ import { request } from 'undici'
 import { startReplicateStub, type ReplicateStub } from '../fixtures/replicate-stub.js'
 import { UNLIMITED_TIERS, dbOf, paidUser, pollJob } from '../helpers/jobs.js'
 import { startServer, type TestServer } from '../helpers/server.js'
+import { freePort } from '../helpers/net.js'
 
 const REDIS_URL = process.env.REDIS_URL_TEST || process.env.REDIS_URL || 'redis://127.0.0.1:6379'
 
 async function redisUp (): Promise<boolean> {
   const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
   try { await r.connect(); await r.ping(); return true } catch { return false } finally { r.disconnect() }
-}
-
-async function freePort (): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => { const p = (srv.address() as { port: number }).port; srv.close(() => resolve(p)) })
-  })
 }
 
 /** A forwarding proxy in front of the stub's API that notes when each request arrived. */

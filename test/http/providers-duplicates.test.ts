@@ -4,7 +4,6 @@
 // (fal's request list, Replicate's prediction list, Kie's callback) instead of sending it again:
 // exactly one upstream job, one charge, one completion.
 import { writeFile, mkdtemp } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
@@ -14,14 +13,7 @@ import { startReplicateStub } from '../fixtures/replicate-stub.js'
 import type { ProviderStub } from '../fixtures/provider-stub.js'
 import { UNLIMITED_TIERS, balance, dbOf, paidUser, pollJob } from '../helpers/jobs.js'
 import { startServer } from '../helpers/server.js'
-
-async function freePort (): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => { const p = (srv.address() as { port: number }).port; srv.close(() => resolve(p)) })
-  })
-}
+import { freePort } from '../helpers/net.js'
 
 const fal = await startFalStub()
 const rep = await startReplicateStub()

@@ -2,7 +2,6 @@
 // with a PROVIDERS_FILE routing models to the fal and Replicate contract stubs
 // (test/fixtures/*-stub.ts) and takes their signed callbacks at /v1/providers/{name}/callback.
 import { writeFile, mkdtemp } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
@@ -11,14 +10,7 @@ import { startKieStub } from '../fixtures/kie-stub.js'
 import { startReplicateStub } from '../fixtures/replicate-stub.js'
 import { UNLIMITED_TIERS, balance, dbOf, fetchResult, paidUser, pollJob, sleep } from '../helpers/jobs.js'
 import { startServer } from '../helpers/server.js'
-
-async function freePort (): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => { const p = (srv.address() as { port: number }).port; srv.close(() => resolve(p)) })
-  })
-}
+import { freePort } from '../helpers/net.js'
 
 const fal = await startFalStub()
 const rep = await startReplicateStub()

@@ -3,7 +3,6 @@
 // every option value the catalogue allows either completes or is answered 422
 // UNSUPPORTED_OPTION up front with nothing charged; never a 502 from a refused input, never a job
 // failed by an upstream 422, and no stub ever refuses an input.
-import { createServer } from 'node:net'
 import t from 'tap'
 import { IMAGE_MODELS, LIP_SYNC_MODES, VIDEO_MODELS } from '../../src/catalog/models.js'
 import { startFalStub } from '../fixtures/fal-stub.js'
@@ -12,14 +11,7 @@ import { startReplicateStub } from '../fixtures/replicate-stub.js'
 import type { ProviderStub, StubMedia } from '../fixtures/provider-stub.js'
 import { UNLIMITED_TIERS, balance, dbOf, paidUser, pollJob } from '../helpers/jobs.js'
 import { startServer } from '../helpers/server.js'
-
-async function freePort (): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => { const p = (srv.address() as { port: number }).port; srv.close(() => resolve(p)) })
-  })
-}
+import { freePort } from '../helpers/net.js'
 
 const fal = await startFalStub()
 const rep = await startReplicateStub()

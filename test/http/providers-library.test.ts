@@ -3,20 +3,12 @@
 // library video gets a real thumbnail (a frame, JPEG) and an embed page that plays in headless
 // Chromium with the thumbnail as its poster.
 import { mkdir } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { join } from 'node:path'
 import t from 'tap'
 import { UNLIMITED_TIERS, paidUser, pollJob } from '../helpers/jobs.js'
 import { CHROMIUM, launchChromium } from '../helpers/browser.js'
 import { startServer } from '../helpers/server.js'
-
-async function freePort (): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => { const p = (srv.address() as { port: number }).port; srv.close(() => resolve(p)) })
-  })
-}
+import { freePort } from '../helpers/net.js'
 
 const port = await freePort()
 const base = `http://127.0.0.1:${port}`

@@ -4,21 +4,13 @@
 // no refund; a restart of A resumes a submitted job on its route and completes it by polling.
 import { randomBytes } from 'node:crypto'
 import { mkdtemp, writeFile } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { startFalStub } from '../fixtures/fal-stub.js'
 import { UNLIMITED_TIERS, dbOf, paidUser, pollJob, sleep } from '../helpers/jobs.js'
 import { startServer } from '../helpers/server.js'
-
-async function freePort (): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => { const p = (srv.address() as { port: number }).port; srv.close(() => resolve(p)) })
-  })
-}
+import { freePort } from '../helpers/net.js'
 
 const fal = await startFalStub()
 t.teardown(() => fal.close())

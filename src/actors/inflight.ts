@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis'
+import { RENEW_LEASES } from '../util/redis-leases.js'
 
 /**
  * Per-key in-flight jobs shared by every node (docs/architecture.md "Several nodes": "in-flight counters live in Redis,
@@ -19,15 +20,7 @@ redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) * 2)
 return {1, n}`
 
-const RENEW = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ttl = tonumber(ARGV[1])
-for i = 1, #KEYS do
-  redis.call('ZADD', KEYS[i], now + ttl, ARGV[i + 1])
-  redis.call('PEXPIRE', KEYS[i], ttl * 2)
-end
-return #KEYS`
+const RENEW = RENEW_LEASES
 
 export interface InFlightOwner { accountId: number; keyId: number | null }
 

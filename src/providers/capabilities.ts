@@ -213,3 +213,12 @@ export function unsupportedOption (model: string, routes: readonly CapableRoute[
   // In our vocabulary only: upstream field names and spellings stay in the operator's view (docs/providers.md "Capabilities").
   return new ApiError('UNSUPPORTED_OPTION', `${model} cannot run ${field}${shown} with the providers it is routed to${can}. Nothing was charged`, { param: field })
 }
+
+/** The request a client gets with only a prompt: the model's defaults, no media. */
+export function baseRequest (model: string, kind: 'video' | 'image'): Record<string, unknown> {
+  const r: Record<string, unknown> = { kind, model, prompt: 'probe' }
+  if (kind === 'image') r.image_urls = []
+  for (const f of OPTION_FIELDS[kind]) r[f] = defaultOf(model, f, r)
+  if (kind === 'video') r.generate_audio = defaultOf(model, 'generate_audio', r)
+  return r
+}

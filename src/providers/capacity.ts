@@ -16,6 +16,7 @@
  * - Neither (tests of one thread, a thread without the buffer): counters in this thread.
  */
 import type { Redis } from 'ioredis'
+import { RENEW_LEASES } from '../util/redis-leases.js'
 
 /** One capacity a job takes a slot in: its Redis key, its index in shared memory, its cap. */
 export interface CapSlot { key: string; index: number; cap: number }
@@ -180,15 +181,7 @@ for i = 1, #KEYS do
 end
 return 1`
 
-const ADD = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ttl = tonumber(ARGV[1])
-for i = 1, #KEYS do
-  redis.call('ZADD', KEYS[i], now + ttl, ARGV[i + 1])
-  redis.call('PEXPIRE', KEYS[i], ttl * 2)
-end
-return #KEYS`
+const ADD = RENEW_LEASES
 
 /**
  * Every node together (REDIS_URL). While Redis cannot be reached, a take falls back to `local`

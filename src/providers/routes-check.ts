@@ -15,7 +15,7 @@
  */
 import { request } from 'undici'
 import { imageModel, videoModel } from '../catalog/models.js'
-import { catalogueValues, defaultOf, OPTION_FIELDS, schemaOfRoute, unserved } from './capabilities.js'
+import { baseRequest, catalogueValues, OPTION_FIELDS, schemaOfRoute, unserved } from './capabilities.js'
 import type { RouteSpec, RoutingTable } from './routing.js'
 import { schemaModelId, type JsonSchema, type UpstreamSchema } from './upstream-schemas.js'
 
@@ -26,15 +26,6 @@ export interface MatrixRow { model: string; field: string; value: unknown; route
 /** A route as the report names it. */
 export function routeLabel (spec: RouteSpec, i: number): string {
   return `#${i} ${spec.provider} ${spec.model}`
-}
-
-/** The request a client gets with only a prompt: the model's defaults, no media. */
-function baseRequest (model: string, kind: 'video' | 'image'): Record<string, unknown> {
-  const r: Record<string, unknown> = { kind, model, prompt: 'probe' }
-  if (kind === 'image') r.image_urls = []
-  for (const f of OPTION_FIELDS[kind]) r[f] = defaultOf(model, f, r)
-  if (kind === 'video') r.generate_audio = defaultOf(model, 'generate_audio', r)
-  return r
 }
 
 /**

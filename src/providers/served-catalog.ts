@@ -7,7 +7,7 @@
  */
 import { etagOf, MODELS_ETAG, modelsResponse } from '../catalog/index.js'
 import { imageModel, videoModel } from '../catalog/models.js'
-import { catalogueValues, defaultOf, OPTION_FIELDS, schemaOfRoute, servedValues } from './capabilities.js'
+import { baseRequest, catalogueValues, schemaOfRoute, servedValues } from './capabilities.js'
 import type { RoutingTable } from './routing.js'
 
 export interface ModelsBody { body: unknown; etag: string }
@@ -20,15 +20,6 @@ export function servedModels (): ModelsBody { return current }
 /** Recomputes the body for a routing table (null: everything simulated, the full catalogue). */
 export function useRouting (table: RoutingTable | null): void {
   current = table === null ? { body: modelsResponse, etag: MODELS_ETAG } : build(table)
-}
-
-/** The request a client gets with only a prompt: the model's defaults, no media. */
-function baseRequest (model: string, kind: 'video' | 'image'): Record<string, unknown> {
-  const r: Record<string, unknown> = { kind, model, prompt: 'probe' }
-  if (kind === 'image') r.image_urls = []
-  for (const f of OPTION_FIELDS[kind]) r[f] = defaultOf(model, f, r)
-  if (kind === 'video') r.generate_audio = defaultOf(model, 'generate_audio', r)
-  return r
 }
 
 /** The values of `field` some route of `model` serves, in catalogue order. */

@@ -15,15 +15,9 @@ import fc from 'fast-check'
 import { startService } from '../lib/children.js'
 import { api, createDatabase, seedAccounts } from '../lib/seed.js'
 import { RAISED_TIER_LIMITS } from '../lib/stack.js'
-import { abortedUpload, multipart, pngTextBomb, sendOversized } from '../lib/hostile.js'
+import { abortedUpload, CALLBACK_ENV, multipart, pngTextBomb, sendOversized } from '../lib/hostile.js'
 import { call, type ChaosOptions } from './common.js'
 
-/** Credentials that turn on the three callback routes; the upstream hosts point at a closed port. */
-const CALLBACK_ENV = {
-  FAL_KEY: 'fuzz', FAL_QUEUE_URL: 'http://127.0.0.1:9/queue', FAL_JWKS_URL: 'http://127.0.0.1:9/jwks',
-  REPLICATE_API_TOKEN: 'fuzz', REPLICATE_API_URL: 'http://127.0.0.1:9', REPLICATE_WEBHOOK_SECRET: 'whsec_ZnV6emZ1enpmdXp6ZnV6eg==',
-  KIE_API_KEY: 'fuzz', KIE_API_URL: 'http://127.0.0.1:9', KIE_WEBHOOK_HMAC_KEY: 'fuzz',
-}
 
 export interface FuzzOptions extends ChaosOptions { requests: number; concurrency: number; seed?: number }
 

@@ -123,3 +123,10 @@ export function abortedUpload (base: string, path: string, headers: Record<strin
     sock.on('close', () => resolve())
   })
 }
+
+/** Credentials that turn on the three callback routes; the upstream hosts point at a closed port. */
+export const CALLBACK_ENV = {
+  FAL_KEY: 'fuzz', FAL_QUEUE_URL: 'http://127.0.0.1:9/queue', FAL_JWKS_URL: 'http://127.0.0.1:9/jwks',
+  REPLICATE_API_TOKEN: 'fuzz', REPLICATE_API_URL: 'http://127.0.0.1:9', REPLICATE_WEBHOOK_SECRET: 'whsec_ZnV6emZ1enpmdXp6ZnV6eg==',
+  KIE_API_KEY: 'fuzz', KIE_API_URL: 'http://127.0.0.1:9', KIE_WEBHOOK_HMAC_KEY: 'fuzz',
+}

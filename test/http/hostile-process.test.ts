@@ -3,19 +3,13 @@
 // Content-Length, never stop it; it answers health afterwards and exits cleanly on SIGTERM.
 import t from 'tap'
 import { startService } from '../../bench/lib/children.js'
-import { sendOversized } from '../../bench/lib/hostile.js'
+import { CALLBACK_ENV, sendOversized } from '../../bench/lib/hostile.js'
 import { freshDatabase } from '../helpers/db.js'
 
-/** Credentials that activate the three callback routes; upstream hosts point at a closed port. */
-const PROVIDER_ENV = {
-  FAL_KEY: 'fal-test-key', FAL_QUEUE_URL: 'http://127.0.0.1:9/queue', FAL_JWKS_URL: 'http://127.0.0.1:9/jwks',
-  REPLICATE_API_TOKEN: 'r8_test', REPLICATE_API_URL: 'http://127.0.0.1:9', REPLICATE_WEBHOOK_SECRET: 'whsec_dGVzdHNlY3JldHRlc3RzZWNyZXQ=',
-  KIE_API_KEY: 'kie-test', KIE_API_URL: 'http://127.0.0.1:9', KIE_WEBHOOK_HMAC_KEY: 'kie-hmac',
-}
 
 for (const frontends of ['1', '2']) {
   t.test(`FRONTENDS=${frontends}: 20 oversized callbacks per provider, with and without Content-Length, and the same process answers health`, async (t) => {
-    const svc = await startService({ databaseUrl: await freshDatabase(t), env: { ...PROVIDER_ENV, FRONTENDS: frontends, SHARDS: '1' } })
+    const svc = await startService({ databaseUrl: await freshDatabase(t), env: { ...CALLBACK_ENV, FRONTENDS: frontends, SHARDS: '1' } })
     let stopped = false
     t.teardown(async () => { if (!stopped) await svc.stop() })
     const seen = new Map<string, number>()

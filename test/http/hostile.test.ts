@@ -5,7 +5,7 @@
 import t from 'tap'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import postgres from 'postgres'
-import { pngTextBomb, sendOversized } from '../../bench/lib/hostile.js'
+import { CALLBACK_ENV, pngTextBomb, sendOversized } from '../../bench/lib/hostile.js'
 import type { Route } from '../../src/http/route.js'
 import { multipart, png } from '../fixtures/media.js'
 import { assertError } from '../helpers/assert.js'
@@ -28,12 +28,6 @@ const throwsMidBody: Route = {
 }
 
 const s: TestServer = await startServer(t, { WEBHOOK_ALLOWLIST: 'hooks.example.com' })
-// A second server with provider credentials (the callback routes) and its own address windows.
-const PROVIDER_ENV = {
-  FAL_KEY: 'fal-test-key', FAL_QUEUE_URL: 'http://127.0.0.1:9/queue', FAL_JWKS_URL: 'http://127.0.0.1:9/jwks',
-  REPLICATE_API_TOKEN: 'r8_test', REPLICATE_API_URL: 'http://127.0.0.1:9', REPLICATE_WEBHOOK_SECRET: 'whsec_dGVzdHNlY3JldHRlc3RzZWNyZXQ=',
-  KIE_API_KEY: 'kie-test', KIE_API_URL: 'http://127.0.0.1:9', KIE_WEBHOOK_HMAC_KEY: 'kie-hmac',
-}
 
 t.test('Connection: close and an 11 MB image upload written steadily: the client reads its 413 (no EPIPE)', async (t) => {
   const u = await createUser(s)
@@ -73,7 +67,7 @@ t.test('a handler that throws mid-body: that request is answered 500, every othe
 })
 
 t.test('callbacks: over 256 KiB refused before any signature work, with or without Content-Length; refusals per address are windowed', async (t) => {
-  const p = await startServer(t, PROVIDER_ENV)
+  const p = await startServer(t, CALLBACK_ENV)
   const big = await sendOversized(p.url, 'POST', '/v1/providers/replicate/callback', { bytes: 300 * 1024 })
   t.equal(big.status, 413)
   t.match(JSON.parse(big.body), { code: 'PAYLOAD_TOO_LARGE', details: { max_bytes: 256 * 1024 } })

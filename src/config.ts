@@ -77,7 +77,7 @@ export interface Config {
   jobCacheMb: number
   /** AUTH_CACHE_MB: memory budget of the credential caches and the in-process login throttle (src/http/auth.ts). */
   authCacheMb: number
-  /** ACTOR_IDLE_S: an idle account actor is dropped from its shard after this long (src/actors/eviction.ts). */
+  /** ACTOR_IDLE_S: an idle account actor is dropped from its shard after this long (src/shard/eviction.ts). */
   actorIdleS: number
 }
 

@@ -1,6 +1,6 @@
 /**
  * Domain types shared by the HTTP front end, the shard actors and src/db:
- * src/db imports these, never anything from src/actors.
+ * src/db imports these, never anything from src/shard.
  */
 
 /** An account's state as the AccountActor holds it. */

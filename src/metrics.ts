@@ -3,7 +3,7 @@ import { outboxLag } from './db/outbox.js'
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
 import type { Sql } from './db/connect.js'
 import { Hist, threadSnapshot, type HistSnap, type StatsSnapshot } from './worker-stats.js'
-import type { FrontendStats } from './frontend/protocol.js'
+import type { FrontendStats } from './http/front-ends/protocol.js'
 import { escaped } from './escaped.js'
 import type { RouteState } from './providers/registry.js'
 
@@ -53,7 +53,7 @@ export interface MetricSources {
   workerStats: () => Promise<StatsSnapshot[]>
   sql: Sql
   sseOpen: () => number
-  /** The other front-end threads' request metrics (src/frontend/pool.ts); absent with FRONTENDS=1. */
+  /** The other front-end threads' request metrics (src/http/front-ends/pool.ts); absent with FRONTENDS=1. */
   frontends?: () => Promise<FrontendStats[]>
   /** The routes of PROVIDERS_FILE on this node (src/providers/route-states.ts): the operator's route view. */
   routes?: () => Promise<RouteState[]>

@@ -280,7 +280,7 @@ export async function jobDeliveries (sql: Q, jobId: string): Promise<JobDelivery
     FROM webhook_deliveries WHERE job_id = ${jobId} ORDER BY created_at, id`
 }
 
-// ---- The delivery pool (src/actors/delivery-worker.ts) -----------------------------------
+// ---- The delivery pool (src/webhooks/delivery-worker.ts) -----------------------------------
 
 /** A claimed outbox row. `hook_active`: null for a per-job webhook, else whether it may still be sent. */
 export interface ClaimedDelivery {
@@ -313,7 +313,7 @@ export async function claimDueDeliveries (sql: Q, limit: number, leaseSeconds: n
       (SELECT w.active AND w.deleted_at IS NULL FROM webhooks w WHERE w.id = d.webhook_id) AS hook_active`
 }
 
-/** The result of one attempt and the delivery's next state (src/actors/delivery.ts `outcomeOf`). */
+/** The result of one attempt and the delivery's next state (src/webhooks/delivery.ts `outcomeOf`). */
 export interface AttemptRecord {
   deliveryId: string
   webhookId: number | null

@@ -1,7 +1,7 @@
 import type { HttpResponse } from 'uWebSockets.js'
 import type { JobView } from '../jobs/view.js'
 import { TERMINAL } from '../jobs/view.js'
-import { LocalStreamCounts, type StreamCounts } from '../frontend/shared-limits.js'
+import { LocalStreamCounts, type StreamCounts } from './front-ends/shared-limits.js'
 
 /**
  * One open SSE stream (docs/api.md "Server-Sent Events"). Deliberately small: no timer and no closure of its own

@@ -9,7 +9,7 @@
  *   expires, Redis clock), checked and taken for all of a job's capacities in one Lua script,
  *   all or nothing. The node running a job renews its entries every LEASE_MS / 3, so a dead
  *   node's jobs fall out after LEASE_MS and come back when another node resumes them (the same
- *   scheme as the per-key in-flight sets, src/actors/inflight.ts).
+ *   scheme as the per-key in-flight sets, src/shard/inflight.ts).
  * - Without: a SharedArrayBuffer the main thread hands to every shard (one counter per
  *   capacity, taken by compare-and-swap under the cap, plus each shard's own counts so a
  *   restarted shard gives back what its dead predecessor held).

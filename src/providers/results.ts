@@ -2,7 +2,7 @@ import { Readable, Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { fileTypeFromBuffer } from 'file-type'
 import { Agent, request } from 'undici'
-import { guardedConnector } from '../actors/delivery.js'
+import { guardedConnector } from '../webhooks/delivery.js'
 import type { Storage } from '../storage/storage.js'
 
 /**

@@ -1,4 +1,4 @@
-import type { Shards } from '../actors/shard-pool.js'
+import type { Shards } from '../shard/shard-pool.js'
 import type { RouteState } from './registry.js'
 
 /**

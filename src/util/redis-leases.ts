@@ -1,7 +1,7 @@
 /**
  * Lua: sets member ARGV[i + 1] of each sorted set KEYS[i] to expire `ARGV[1]` ms from Redis's
  * clock (the score), and keeps each set itself for twice that. Renews the leases of in-flight
- * counts (src/actors/inflight.ts) and of provider capacity slots (src/providers/capacity.ts).
+ * counts (src/shard/inflight.ts) and of provider capacity slots (src/providers/capacity.ts).
  */
 export const RENEW_LEASES = `
 local t = redis.call('TIME')

@@ -6,7 +6,7 @@ import t from 'tap'
 import { connect } from '../../src/db/connect.js'
 import { migrate } from '../../src/db/migrate.js'
 import { ChargeRefused } from '../../src/db/ledger.js'
-import { GroupCommit } from '../../src/actors/group-commit.js'
+import { GroupCommit } from '../../src/shard/group-commit.js'
 import type { JobRow } from '../../src/jobs/view.js'
 import { freshDatabase } from '../helpers/db.js'
 

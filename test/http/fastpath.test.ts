@@ -157,7 +157,7 @@ t.test('GET /v1/models: the precomputed answer equals the full pipeline\'s, and 
 t.test('the fast path counts the rate window exactly: rpm requests pass, the rest get 429 with Retry-After', async (t) => {
   const rpm = 25
   // One front end: the test lowers the limit in thread 0's config (TEST_FRONTENDS=2 would leave
-  // the other thread's at 10^6; test/frontend/frontends.test.ts covers exactness across threads).
+  // the other thread's at 10^6; test/http/front-ends/frontends.test.ts covers exactness across threads).
   const s2 = await startServer(t, { ...FAST_ENV, FRONTENDS: '1', TIER_LIMITS: JSON.stringify({ pro: { rpm: 1_000_000 } }) })
   const u = await paidUser(s2, 1000)
   const c = await s2.req('POST', '/v1/generate/image', { key: u.key, body: image() })

@@ -5,7 +5,7 @@
 import t from 'tap'
 import type { HttpResponse } from 'uWebSockets.js'
 import { SseHub, eventIdOf } from '../../src/http/sse.js'
-import { LocalStreamCounts } from '../../src/frontend/shared-limits.js'
+import { LocalStreamCounts } from '../../src/http/front-ends/shared-limits.js'
 import type { JobView } from '../../src/jobs/view.js'
 
 /** A stand-in for uWS's HttpResponse: records what is written, inside or outside a cork. */

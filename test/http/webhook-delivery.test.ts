@@ -272,7 +272,7 @@ t.test('the delivery-time SSRF check refuses destinations that are not public, w
     t.match(by.rebind.last_error, new RegExp(`refused: ${hostsName.replace(/\./g, '\\.')} resolves to .*address`))
     t.equal(rx.received.filter(x => x.path === '/ssrf').length, 0, 'the receiver behind the private address was never reached')
   } else {
-    t.comment('no private name in /etc/hosts: the rebinding case is covered in test/actors/delivery.test.ts')
+    t.comment('no private name in /etc/hosts: the rebinding case is covered in test/webhooks/delivery.test.ts')
   }
   const [{ n }] = await sql<any[]>`SELECT count(*)::int AS n FROM webhook_attempts WHERE delivery_id LIKE 'dlv_ssrf_%'`
   t.ok(n >= rows.length, 'every refusal is recorded as an attempt')

@@ -3,7 +3,7 @@
 // secret rotation, the operator's failing deliveries; plus GET /v1/jobs search and the job
 // details (request that reproduces it, timeline).
 import t from 'tap'
-import { sendNow } from '../../src/actors/delivery-now.js'
+import { sendNow } from '../../src/webhooks/delivery-now.js'
 import { startReceiver } from '../fixtures/webhook-receiver.js'
 import { createUser, startServer } from '../helpers/server.js'
 

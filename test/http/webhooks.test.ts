@@ -112,7 +112,7 @@ t.test('non-https or non-public URLs answer 422 UNSUPPORTED_OPTION with param ur
 })
 
 const hostsName = await privateHostsName()
-const noHostsName = 'no name in /etc/hosts resolves only to non-public addresses here; the resolver rule is covered with an injected lookup in test/actors/delivery.test.ts'
+const noHostsName = 'no name in /etc/hosts resolves only to non-public addresses here; the resolver rule is covered with an injected lookup in test/webhooks/delivery.test.ts'
 
 t.test('a hostname that resolves to a loopback or private address is refused (422)', { skip: hostsName === null ? noHostsName : false }, async t => {
   const name = hostsName as string

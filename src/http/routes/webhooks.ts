@@ -2,13 +2,13 @@ import { randomBytes } from 'node:crypto'
 import { Type, type Static } from '@sinclair/typebox'
 import { ApiError } from '../../errors.js'
 import { checkWebhookUrl, classifyHost, isAllowlistedHost, maskUrlPassword, MAX_URL_LENGTH } from '../../catalog/url.js'
-import { REGISTRATION_DNS_TIMEOUT_MS, resolveForRegistration, type LookupAll } from '../../actors/delivery.js'
+import { REGISTRATION_DNS_TIMEOUT_MS, resolveForRegistration, type LookupAll } from '../../webhooks/delivery.js'
 import {
   claimForRedelivery, deleteWebhook, getWebhook, insertTestDelivery, insertWebhook, listDeliveries, listWebhooks, MAX_ACTIVE_WEBHOOKS,
   recordManualAttempt, rotateWebhookSecret, type ManualDelivery, type WebhookRow,
 } from '../../db/webhooks.js'
-import { CLAIM_LEASE_S, outcomeOf } from '../../actors/delivery.js'
-import { sendNow } from '../../actors/delivery-now.js'
+import { CLAIM_LEASE_S, outcomeOf } from '../../webhooks/delivery.js'
+import { sendNow } from '../../webhooks/delivery-now.js'
 import type { Route, RouteContext } from '../route.js'
 import { NO_STORE } from '../respond.js'
 import { intParam } from '../validate.js'
@@ -81,7 +81,7 @@ const RotateSecret = Type.Object({
 }, { additionalProperties: false })
 const DeliveryParams = Type.Object({ id: Type.Integer({ minimum: 1 }), deliveryId: Type.String() })
 
-/** From an automatic attempt's last_error `HTTP 500: <snippet>` (src/actors/h1-client.ts), the snippet. */
+/** From an automatic attempt's last_error `HTTP 500: <snippet>` (src/net/h1-client.ts), the snippet. */
 function excerptOfError (statusCode: number | null, error: string | null): string | null {
   if (statusCode === null || error === null || (statusCode >= 300 && statusCode < 400)) return null
   const prefix = `HTTP ${statusCode}: `

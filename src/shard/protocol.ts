@@ -1,0 +1,103 @@
+import type { Config } from '../config.js'
+import type { JobProgress, JobView } from '../jobs/view.js'
+import type { UpstreamState } from '../providers/upstream.js'
+import type { RouteState } from '../providers/registry.js'
+import type { SharedProviderState } from '../providers/capacity.js'
+import type { AccountView, BatchItemView, BatchView, CreatedJobView, JobCaller, JobOrder } from '../domain.js'
+
+/**
+ * Every message that crosses a thread boundary (docs/architecture.md "Messages between threads").
+ * Only plain data crosses; errors cross as codes of src/errors.ts and are rebuilt on arrival.
+ * Messages are batched per event-loop turn and cross as plain objects (src/threads/port.ts).
+ */
+
+export type { AccountView, BatchItemView, BatchView, CreatedJobView, CreditKind, JobCaller, JobOrder, JobSpec } from '../domain.js'
+
+/** Requests from the main thread to a shard, keyed by tag, with their reply types. */
+export interface ShardRequests {
+  /** Balance and flags, loaded from PostgreSQL on first use. */
+  'account.get': { req: { accountId: number }; res: AccountView }
+  /** Adds credits (grant, purchase or adjustment) through the group commit. */
+  'account.credit': {
+    req: { accountId: number; credits: number; kind: 'grant' | 'purchase' | 'adjustment'; note?: string; currency?: string; amount?: number }
+    res: AccountView
+  }
+  /** Drops the cached state so the next use reloads it (after an operator PATCH). */
+  'account.reload': { req: { accountId: number }; res: AccountView }
+  /** Creates a job: checks, charge, provider submission, commit (docs/architecture.md "Creating a job"). */
+  'job.create': {
+    req: JobCaller & { spec: JobOrder; idempotencyKey?: string; fingerprint?: string }
+    res: { created: CreatedJobView; replayed: boolean }
+  }
+  /** DELETE /jobs/{id}: queued -> cancelled with a full refund, else CANNOT_CANCEL. */
+  'job.cancel': { req: { accountId: number; jobId: string }; res: JobView }
+  /** POST /batch: items priced, charged and submitted in order (docs/api.md "Batch (paid plans)"). */
+  'batch.create': {
+    req: JobCaller & { items: Array<{ index: number; type: 'video' | 'image' | null; spec?: JobOrder; error?: BatchItemView['error'] & { status: number } }>; idempotencyKey?: string; fingerprint?: string }
+    res: BatchView
+  }
+  /** A content-policy hit: counts it and suspends the account at the threshold. */
+  'account.violation': { req: { accountId: number }; res: { violations: number; banned: boolean } }
+  /**
+   * A verified provider callback for a job of this account: `state` when
+   * the callback is signed over its body, else absent (a hint: the job polls now).
+   */
+  /** `upstream`: an id no job holds that the callback URL names for this job (a lost submission or a duplicate). */
+  'job.callback': { req: { accountId: number; jobId: string; state?: UpstreamState; upstream?: { provider: string; id: string } }; res: 'live' | 'settled' | 'ignored' }
+  /** Each configured route's breaker, in-flight and queued counts on this shard (GET /v1/health). */
+  'shard.routes': { req: Record<never, never>; res: RouteState[] }
+  /** Test and ops probe: answers after the shard's pending group commit is durable. */
+  'shard.ping': { req: Record<never, never>; res: { shard: number; actors: number } }
+  /** Metrics scrape (src/metrics.ts): this shard's worker-side measurements. */
+  'shard.stats': { req: Record<never, never>; res: import('../worker-stats.js').StatsSnapshot }
+}
+
+export type ShardTag = keyof ShardRequests
+export type ShardMsg = { [K in ShardTag]: { type: K } & ShardRequests[K]['req'] }[ShardTag]
+
+/** A request envelope: `id` pairs it with its reply. */
+export interface Envelope { id: number; msg: ShardMsg }
+
+/** Any request's reply value. */
+export type ShardReply = ShardRequests[ShardTag]['res']
+
+/** A shard's handler for each request type, returning that type's reply (typed both ways). */
+export type ShardHandlers = { [K in ShardTag]: (msg: { type: K } & ShardRequests[K]['req']) => Promise<ShardRequests[K]['res']> }
+
+/** A reply envelope. */
+export type ReplyEnvelope =
+  | { id: number; ok: true; value: ShardReply }
+  | { id: number; ok: false; code: string; message: string; extra?: Record<string, unknown> }
+
+/** Events a shard pushes to the main thread unasked (job status changes, ...). */
+export type ShardEvent =
+  | { type: 'shard.ready'; shard: number }
+  /** Every persisted change of a job (status, progress, terminal): feeds the read cache and SSE. */
+  | { type: 'job.updated'; accountId: number; job: JobView }
+  /**
+   * A non-terminal change of a job whose full view was sent before: only
+   * status, progress and updated_at; the main thread patches it into its cached view.
+   */
+  | ({ type: 'job.progress'; accountId: number } & JobProgress)
+
+/** One postMessage carries one batch: requests, replies and events of one event-loop turn. */
+export interface Batch {
+  req?: Envelope[]
+  rep?: ReplyEnvelope[]
+  ev?: ShardEvent[]
+}
+
+/** From the main thread to a shard: a front-end thread's channel to it (src/http/front-ends/pool.ts). */
+export interface ShardAttach { attach: import('node:worker_threads').MessagePort }
+
+/** What a shard worker is started with. */
+export interface ShardInit {
+  shard: number
+  shards: number
+  databaseUrl: string
+  config: Config
+  /** This node's id: owner of the job leases its shards take. */
+  nodeId: string
+  /** Upstream capacity and request budgets every shard of the node counts in (src/providers/capacity.ts). */
+  providerState?: SharedProviderState
+}

@@ -1,0 +1,190 @@
+import { parentPort, workerData, type MessagePort } from 'node:worker_threads'
+import { createLogger } from '../log.js'
+import { ApiError } from '../errors.js'
+import { connect, containDriverFaults, DbHealth, dbUnavailable, isDbUnavailable, ping } from '../db/connect.js'
+import { claimJobs, heldJobs, LEASE_MS, renewShardLease, saveProgress } from '../db/jobs.js'
+import type { JobRow } from '../jobs/view.js'
+import { Providers } from '../providers/registry.js'
+import { createStorage } from '../storage/index.js'
+import { AccountActor, type ActorDeps } from './account-actor.js'
+import { ActorTable } from './eviction.js'
+import { GroupCommit } from './group-commit.js'
+import { RedisInFlight } from './inflight.js'
+import { nameThread, snapshotStats, trackMailboxes, trackSize } from '../worker-stats.js'
+import { BatchedPort } from '../threads/port.js'
+import type { Batch, Envelope, ShardAttach, ShardHandlers, ShardInit, ShardMsg, ShardReply } from './protocol.js'
+import { specOfOrder } from '../jobs/spec.js'
+
+/**
+ * A shard: one worker thread owning the actors of accounts `id mod N == shard`
+ * (docs/architecture.md "Threads"), one PostgreSQL pool and one group commit. On start it resumes every
+ * non-terminal job of its accounts.
+ */
+const init = workerData as ShardInit
+const config = init.config
+const log = createLogger(config.logLevel, { base: { shard: init.shard }, secrets: [config.adminToken ?? '', config.jwtSecret ?? '', config.metricsToken ?? ''] })
+// A database outage is an expected event. A fault the driver throws from its own
+// timers is contained (this shard and its actors live on); a stalled connection is cut.
+containDriverFaults((msg, err) => log.error({ err }, msg))
+const sql = connect(init.databaseUrl, { max: 4, stallMs: config.dbStallTimeoutMs })
+// Callers wait a bounded time: once the database is known to be away, every pending and new
+// message is answered 503 (its work runs on and settles when the database does).
+const probeSql = connect(init.databaseUrl, { max: 1, stallMs: config.dbStallTimeoutMs })
+const health = new DbHealth(() => ping(probeSql), 250, (up, why) => log.warn(up ? 'database reachable again' : `database unreachable (${why})`))
+const commit = new GroupCommit(sql)
+const port = new BatchedPort(parentPort!)
+const storage = await createStorage(config)
+const deps: ActorDeps = {
+  sql,
+  commit,
+  providers: await Providers.load(config, storage, init.shards, {
+    shared: init.providerState, shard: init.shard, log: (msg, extra) => log.warn(extra ?? {}, msg),
+  }),
+  storage,
+  simSpeed: config.simSpeed,
+  submitTimeoutMs: config.submitTimeoutMs,
+  publicBaseUrl: config.publicBaseUrl,
+  resultRules: { allowlist: config.webhookAllowlist, maxBytes: config.resultMaxBytes, timeoutMs: config.resultTimeoutMs, attempts: 3 },
+  violationThreshold: config.policyViolationLimit,
+  nodeId: init.nodeId,
+  multiNode: config.redisUrl !== undefined,
+  inflight: config.redisUrl !== undefined ? new RedisInFlight(config.redisUrl, config.redisPrefix, LEASE_MS) : null,
+  progress: new Map<string, { row: JobRow; since: number }>(),
+  emit: (ev) => port.event(ev),
+  log: (level, msg, extra) => log[level](extra ?? {}, msg),
+}
+
+trackMailboxes(() => { let n = 0; for (const a of accounts.values()) n += a.mailbox.size; return n })
+nameThread(`shard-${init.shard}`)
+trackSize('account_actors', () => accounts.size)
+trackSize('live_jobs', () => { let n = 0; for (const a of accounts.values()) n += a.jobs.size; return n })
+trackSize('progress_pending', () => deps.progress.size)
+
+// Idle actors are dropped after ACTOR_IDLE_S and rebuilt cold on next use (eviction.ts).
+const accounts = new ActorTable((id) => new AccountActor(id, deps), config.actorIdleS * 1000)
+accounts.start()
+trackSize('actors_evicted', () => accounts.evicted)
+
+function checkShard (id: number): void {
+  if (!Number.isSafeInteger(id) || id <= 0 || id % init.shards !== init.shard) throw new ApiError('INTERNAL_ERROR', `account ${id} routed to the wrong shard`)
+}
+function account (id: number): AccountActor { checkShard(id); return accounts.get(id) }
+/** One message for account `id`: the actor stays until it is answered. */
+function on<T> (id: number, fn: (a: AccountActor) => Promise<T>): Promise<T> { checkShard(id); return accounts.use(id, fn) }
+
+const handlers: ShardHandlers = {
+  'account.get': (m) => on(m.accountId, a => a.get()),
+  'account.credit': (m) => on(m.accountId, a => a.credit(m)),
+  'account.reload': (m) => on(m.accountId, a => a.reload()),
+  'account.violation': (m) => on(m.accountId, a => a.violation()),
+  // The prompt crossed once, inside the request: the spec is rebuilt from it here.
+  'job.create': (m) => on(m.accountId, a => a.createJob({ ...m, spec: specOfOrder(m.spec) })),
+  'job.cancel': (m) => on(m.accountId, a => a.live.cancel(m.jobId)),
+  'batch.create': (m) => on(m.accountId, a => a.createBatch({ ...m, items: m.items.map(i => i.spec ? { ...i, spec: specOfOrder(i.spec) } : { ...i, spec: undefined }) })),
+  'job.callback': (m) => on(m.accountId, a => a.live.callback(m.jobId, m.state, m.upstream)),
+  'shard.routes': async () => deps.providers.states(),
+  'shard.ping': async () => { await commit.idle(); return { shard: init.shard, actors: accounts.size } },
+  'shard.stats': async () => snapshotStats(),
+}
+
+function handle (msg: ShardMsg): Promise<ShardReply> {
+  return (handlers[msg.type] as (m: ShardMsg) => Promise<ShardReply>)(msg)
+}
+
+function dispatch (env: Envelope, port: BatchedPort): void {
+  let p: Promise<ShardReply>
+  try { p = health.guard(handle(env.msg)) } catch (e) { p = Promise.reject(e) }
+  p.then(
+    (value) => port.reply({ id: env.id, ok: true, value }),
+    (err: unknown) => {
+      if (err instanceof ApiError) {
+        port.reply({ id: env.id, ok: false, code: err.code, message: err.message, extra: err.extra as Record<string, unknown> | undefined })
+      } else if (isDbUnavailable(err)) {
+        const e = dbUnavailable()
+        port.reply({ id: env.id, ok: false, code: e.code, message: e.message, extra: e.extra })
+      } else {
+        log.error({ err, type: env.msg.type }, 'shard handler failed')
+        port.reply({ id: env.id, ok: false, code: 'INTERNAL_ERROR', message: 'Internal error; safe to retry with the same Idempotency-Key' })
+      }
+    })
+}
+
+parentPort!.on('message', (data: Batch | ShardAttach) => {
+  if ('attach' in data) { attach(data.attach); return }
+  if (data.req) for (const env of data.req) dispatch(env, port)
+})
+
+/**
+ * A front-end thread's own channel to this shard (docs/decisions.md "Front-end threads"):
+ * its requests are answered on the port they came from; events still go to the main thread.
+ */
+function attach (p: MessagePort): void {
+  const out = new BatchedPort(p)
+  p.on('message', (b: Batch) => { if (b.req) for (const env of b.req) dispatch(env, out) })
+  p.on('close', () => p.removeAllListeners())
+}
+
+// Job ownership (docs/architecture.md "Durability"): at start, take back what a previous run of this node left
+// unfinished plus any job whose owner's shard stopped renewing; then keep renewing this shard's lease and
+// keep claiming expired ones (a dead node's jobs resume here).
+async function claim (reclaimOwn: boolean): Promise<void> {
+  if (reclaimOwn) await renewShardLease(sql, init.nodeId, init.shard, init.shards)
+  const rows = await claimJobs(sql, init.nodeId, init.shard, init.shards, reclaimOwn)
+  for (const row of rows) account(row.account_id).live.resume(row)
+  if (rows.length) log.info({ jobs: rows.length }, 'resumed unfinished jobs')
+}
+// The startup claim retries with backoff while the database is away: a shard that
+// restarts during an outage waits for it instead of dying in a crash loop.
+for (let attempt = 0; ; attempt++) {
+  try { await claim(true); break } catch (err) {
+    health.report(err)
+    const ms = Math.min(5000, 100 * 2 ** attempt)
+    log.warn({ err: String(err), retryInMs: ms }, 'startup claim failed; retrying')
+    await new Promise(resolve => setTimeout(resolve, ms))
+  }
+}
+// Every LEASE_MS / 3: renew this shard's lease (one row, docs/decisions.md "Shard leases"),
+// drop our copies of jobs that ended or moved elsewhere, renew the Redis in-flight slots, and
+// claim jobs whose shard stopped renewing (a dead node's jobs resume here).
+const leaseTimer = setInterval(() => {
+  const running = new Map<string, AccountActor>()
+  for (const a of accounts.values()) for (const id of a.jobs.keys()) running.set(id, a)
+  renewShardLease(sql, init.nodeId, init.shard, init.shards)
+    .then(() => heldJobs(sql, init.nodeId, [...running.keys()]))
+    .then(async (held) => {
+      const slots = []
+      for (const [id, a] of running) {
+        const job = a.jobs.get(id)
+        if (!job) continue
+        // Ended or taken over elsewhere (cancelled on another node, lease lost): stop our copy.
+        if (!held.has(id)) await a.live.dropped(job)
+        else slots.push({ accountId: a.id, keyId: job.row.key_id, jobId: id })
+      }
+      await deps.inflight?.renew(slots)
+      await claim(false)
+    })
+    .catch((err) => { health.report(err); log.warn({ err: String(err) }, 'lease renewal failed') })
+}, LEASE_MS / 3)
+leaseTimer.unref()
+
+// Progress ticks live in memory and reach GET and SSE as events; the table gets them in one
+// statement per PROGRESS_FLUSH_MS, for the jobs whose first unwritten change
+// is at least that old: a job that ends (or changes status) sooner never has its progress
+// written separately, and stored progress is at most two intervals behind. Transitions are
+// committed at once.
+const PROGRESS_FLUSH_MS = 3000
+const progressTimer = setInterval(() => {
+  if (deps.progress.size === 0) return
+  const due = Date.now() - PROGRESS_FLUSH_MS
+  const rows = []
+  for (const [id, p] of deps.progress) {
+    if (p.since > due) continue
+    rows.push({ id, progress: p.row.progress, updated_at: p.row.updated_at })
+    deps.progress.delete(id)
+  }
+  if (rows.length === 0) return
+  saveProgress(sql, rows).catch((err) => { health.report(err); log.warn({ err: String(err) }, 'progress flush failed') })
+}, PROGRESS_FLUSH_MS)
+progressTimer.unref()
+
+port.event({ type: 'shard.ready', shard: init.shard })

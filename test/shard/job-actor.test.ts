@@ -1,0 +1,209 @@
+// The JobActor state machine (docs/api.md "Jobs") without threads or a database: a fake host
+// (the AccountActor's persistence) and a fake provider. No job stays non-terminal
+// forever, even when a write to the database fails for a moment.
+import t from 'tap'
+import { JobActor, type JobHost } from '../../src/shard/job-actor.js'
+import type { JobRow, JobStatus } from '../../src/jobs/view.js'
+import { UpstreamRefused, type ProviderJob, type RouteProvider, type UpstreamHandle, type UpstreamState } from '../../src/providers/provider.js'
+import { Route } from '../../src/providers/registry.js'
+import type { Storage } from '../../src/storage/storage.js'
+
+const sleep = (ms: number) => new Promise<void>(resolve => setTimeout(resolve, ms))
+
+function rowOf (over: Partial<JobRow> = {}): JobRow {
+  const now = new Date()
+  return {
+    id: 'job_AAAAAAAAAAAAAAAA', account_id: 1, key_id: 1, type: 'image', model: 'nano-banana', status: 'submitted',
+    prompt: 'p', request: {}, progress: 0, credits_charged: 10, credits_refunded: 0, estimated_seconds: 1,
+    result_url: null, error_message: null, content_policy_violation: false, provider: 'fake', provider_job_id: null,
+    idempotency_key: null, request_hash: null, source_job_id: null, free_trial: false,
+    deadline_at: new Date(now.getTime() + 60_000), created_at: now, updated_at: now, completed_at: null,
+    ...over,
+  }
+}
+
+const storage = { url: (key: string) => `mem://${key}` } as unknown as Storage
+type Provider = RouteProvider & { submits: number[] }
+
+/** A host that records what it persists and fails the first `failures` writes. */
+function hostOf (failures: number) {
+  const calls: string[] = []
+  let left = failures
+  const write = () => { if (left > 0) { left--; throw new Error('connection reset (simulated database hiccup)') } }
+  const host: JobHost & { calls: string[] } = {
+    calls,
+    storage,
+    resultRules: { allowlist: [], maxBytes: 1e6, timeoutMs: 1000, attempts: 1 },
+    log: () => {},
+    async progress (job, status: JobStatus, progress) {
+      write()
+      if (job.terminal) return
+      job.row.status = status
+      job.row.progress = progress
+      calls.push(`progress ${status} ${progress}`)
+    },
+    async submitted (job, _route, handle) {
+      write()
+      if (job.terminal) return
+      job.row.provider_job_id = handle.id
+      calls.push(`submitted ${handle.id}`)
+    },
+    submitWith: (job, route) => route.provider.submit({ jobId: job.id, model: 'm', input: {}, callbackUrl: null }, job.pj),
+    async unanswered (job) { write(); calls.push(`unanswered ${job.id}`) },
+    find: async () => [],
+    async record () {},
+    deadlineFrom: (job) => job.row.deadline_at,
+    async complete (job, url) {
+      write()
+      if (job.terminal) return
+      job.stop()
+      job.row.status = 'completed'
+      calls.push(`complete ${url}`)
+    },
+    async fail (job, message) {
+      write()
+      if (job.terminal) return
+      job.stop()
+      job.row.status = 'failed'
+      calls.push(`fail ${message}`)
+    },
+  }
+  return host
+}
+
+/** A provider that accepts at once (or after `answerMs`) and completes after `polls` polls. */
+function providerOf (o: { polls?: number; answerMs?: number; refuse?: boolean } = {}) {
+  let n = 0
+  const submits: number[] = []
+  const p: Provider = {
+    name: 'fake',
+    simulated: true,
+    submits,
+    accepts: () => true,
+    async submit (): Promise<UpstreamHandle> {
+      submits.push(Date.now())
+      if (o.answerMs) await sleep(o.answerMs)
+      if (o.refuse) throw new UpstreamRefused('refused')
+      return { id: `p${submits.length}`, model: 'm' }
+    },
+    async status (_h: UpstreamHandle, job: ProviderJob): Promise<UpstreamState> {
+      n++
+      if (n < (o.polls ?? 3)) return { state: 'running', progress: n * 10 }
+      return { state: 'succeeded', outputs: [storage.url(`results/${job.id}.png`)] }
+    },
+    async cancel () { return true },
+  }
+  return p
+}
+
+async function until (cond: () => boolean, ms = 5000): Promise<boolean> {
+  const end = Date.now() + ms
+  while (!cond()) { if (Date.now() > end) return false; await sleep(5) }
+  return true
+}
+
+function start (row: JobRow, provider: Provider, host: JobHost): JobActor {
+  const pj: ProviderJob = { id: row.id, type: row.type, model: row.model, text: 'p', estimatedSeconds: 1, request: {} }
+  const route = new Route('m#0:fake:m', row.model, { provider: 'simulated', model: 'm' }, provider, Infinity)
+  const handle = row.provider_job_id ? { id: row.provider_job_id, model: 'm' } : null
+  return new JobActor(row, pj, [route], host, 100, 0, handle) // polls every 20 ms
+}
+
+t.test('a polled job moves through processing to completed with monotonic progress', async (t) => {
+  const host = hostOf(0)
+  const job = start(rowOf({ provider_job_id: 'p0' }), providerOf({ polls: 4 }), host)
+  job.schedule(1)
+  t.ok(await until(() => job.terminal), 'terminal')
+  t.same(host.calls, ['progress processing 10', 'progress processing 20', 'progress processing 30', 'complete mem://results/job_AAAAAAAAAAAAAAAA.png'])
+})
+
+t.test('a failed database write while polling is retried: the job still completes', async (t) => {
+  const host = hostOf(2)
+  const job = start(rowOf({ provider_job_id: 'p0' }), providerOf({ polls: 3 }), host)
+  job.schedule(1)
+  t.ok(await until(() => job.terminal), 'the job reached a terminal state despite two failed writes')
+  t.equal(host.calls.at(-1), 'complete mem://results/job_AAAAAAAAAAAAAAAA.png')
+})
+
+t.test('a failed write of the final state is retried', async (t) => {
+  const host = hostOf(0)
+  const provider = providerOf({ polls: 1 })
+  let failComplete = 1
+  const complete = host.complete.bind(host)
+  host.complete = async (job, url) => { if (failComplete-- > 0) throw new Error('commit failed'); return complete(job, url) }
+  const job = start(rowOf({ provider_job_id: 'p0' }), provider, host)
+  job.schedule(1)
+  t.ok(await until(() => job.terminal), 'completed on the retry')
+})
+
+t.test('a submission answered after the creation timed out is recorded once, even if the first write fails, and never resubmitted', async (t) => {
+  const host = hostOf(1)
+  const provider = providerOf({ polls: 2, answerMs: 50 })
+  const job = start(rowOf({ status: 'submitted', provider_job_id: null }), provider, host)
+  job.awaitSubmission(provider.submit({ jobId: job.id, model: 'm', input: {}, callbackUrl: null }, job.pj)) // as AccountActor does after a 504
+  t.ok(await until(() => job.terminal), 'terminal')
+  t.equal(provider.submits.length, 1, 'submitted exactly once')
+  t.equal(job.row.provider_job_id, 'p1', 'the provider id was recorded')
+  t.equal(host.calls.at(-1), 'complete mem://results/job_AAAAAAAAAAAAAAAA.png')
+})
+
+t.test('a refusal that arrives after the timeout fails the job (refund), even if the first write fails', async (t) => {
+  const host = hostOf(1)
+  const provider = providerOf({ answerMs: 20, refuse: true })
+  const job = start(rowOf({ provider_job_id: null }), provider, host)
+  job.awaitSubmission(provider.submit({ jobId: job.id, model: 'm', input: {}, callbackUrl: null }, job.pj))
+  t.ok(await until(() => job.terminal), 'terminal')
+  t.match(host.calls.at(-1), /^fail No provider could take this job; credits refunded/)
+  t.notMatch(host.calls.at(-1), /refused/, 'the upstream text ("refused") is not echoed')
+})
+
+t.test('a submission that never answers fails at the deadline', async (t) => {
+  const host = hostOf(0)
+  const never: Provider = { ...providerOf(), submit: () => new Promise(() => {}) }
+  const job = start(rowOf({ provider_job_id: null, deadline_at: new Date(Date.now() + 150) }), never, host)
+  job.awaitSubmission(never.submit({ jobId: job.id, model: 'm', input: {}, callbackUrl: null }, job.pj))
+  t.ok(await until(() => job.terminal, 2000), 'terminal')
+  t.match(host.calls, [/deadline/])
+})
+
+t.test('polls wake on a 10 ms grid (a shard\'s due jobs poll in one timers phase), not at their own offsets', async (t) => {
+  // The wake-up time each poll timer is armed for (delays of a poll, >= 20 ms), read at arming.
+  const targets: number[] = []
+  const real = globalThis.setTimeout
+  globalThis.setTimeout = ((fn: () => void, ms?: number) => {
+    if (ms !== undefined && ms >= 20) targets.push(Date.now() + ms)
+    return real(fn, ms)
+  }) as typeof setTimeout
+  t.teardown(() => { globalThis.setTimeout = real })
+  // Start 6 ms past a grid line: without the grid every 20 ms poll would be armed off it.
+  while (Date.now() % 10 !== 6) await new Promise<void>(resolve => setImmediate(resolve))
+  const job = start(rowOf({ provider_job_id: 'p0' }), providerOf({ polls: 8 }), hostOf(0))
+  job.schedule()
+  t.ok(await until(() => job.terminal), 'the job completed')
+  globalThis.setTimeout = real
+  t.ok(targets.length >= 7, `${targets.length} polls armed`)
+  // (+1: the clock may tick between schedule() reading it and this wrapper reading it)
+  t.ok(targets.every(x => x % 10 <= 1), `every poll is armed for a grid line (${targets.map(x => x % 10).join(',')})`)
+})
+
+t.test('a job created on a full route holds its queue place from creation (waitFor), before its first tick, and is submitted when room frees', async (t) => {
+  const host = hostOf(0)
+  const provider = providerOf({ polls: 1 })
+  const route = new Route('m#0:fake:m', 'nano-banana', { provider: 'simulated', model: 'm' }, provider, 1)
+  const row = rowOf({ status: 'queued', provider_job_id: null })
+  const pj: ProviderJob = { id: row.id, type: row.type, model: row.model, text: 'p', estimatedSeconds: 1, request: {} }
+  t.ok(await route.take(pj, 'job_OTHEROTHEROTHER'), 'another job holds the route\'s only slot')
+  const job = new JobActor(row, pj, [route], host, 100, 0, null)
+  job.waitFor(route)
+  t.equal(route.queued, 1, 'queued at once, no tick has run')
+  t.equal(route.state().queued, 1, 'health sees it')
+  job.waitFor(route)
+  t.equal(route.queued, 1, 'a second call keeps one place')
+  t.notOk(await route.take(pj, 'job_BBBBBBBBBBBBBBBB'), 'a later job waits behind it')
+  job.schedule(0)
+  t.ok(await until(() => host.calls.length > 0 || provider.submits.length > 0, 100) === false, 'no submission while the route is full')
+  route.release('job_OTHEROTHEROTHER') // room frees: the queue's first is woken
+  t.ok(await until(() => job.terminal), 'submitted and completed')
+  t.equal(provider.submits.length, 1)
+  t.equal(route.queued, 0)
+})

@@ -1,5 +1,5 @@
 // Runs the compiled tests (dist/test), each file as its own `node` process (two at a time),
-// and closes with the plain "N passed, M failed" line that CI reads (DESIGN.md section 9).
+// and closes with the plain "N passed, M failed" line that CI reads (.ci/run).
 // The files use node-tap's library, which prints TAP when a file runs on its own; tap's runner
 // is not used: it loads every test process, and every worker thread and child process the
 // service starts, with three module hooks (processinfo, mock, source maps) that cost ~60% more

@@ -62,6 +62,9 @@ const RETRY_AFTER_DEFAULT: Partial<Record<ErrorCode, number>> = { concurrency_li
 export type ErrorExtra = { details?: unknown; param?: string; [k: string]: unknown }
 
 /** An error that maps onto the docs/api.md "Errors" envelope. Thrown anywhere; rendered by the front end. */
+/** The body of every error answer (docs/api.md "Errors"): the code's fields, then its details. */
+export interface ErrorEnvelope { error: true; code: ErrorCode; message: string; [detail: string]: unknown }
+
 export class ApiError extends Error {
   readonly code: ErrorCode
   readonly status: number
@@ -85,7 +88,7 @@ export class ApiError extends Error {
   }
 
   /** The docs/api.md "Errors" envelope. */
-  toJSON (): Record<string, unknown> {
+  toJSON (): ErrorEnvelope {
     return { error: true, code: this.code, message: this.message, ...this.extra }
   }
 }

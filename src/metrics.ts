@@ -1,6 +1,6 @@
 import { activeJobsByStatus } from './db/jobs.js'
 import { outboxLag } from './db/outbox.js'
-import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client'
 import type { Sql } from './db/connect.js'
 import { Hist, threadSnapshot, type HistSnap, type StatsSnapshot } from './worker-stats.js'
 import type { FrontendStats } from './http/front-ends/protocol.js'
@@ -18,7 +18,7 @@ class Collected {
   readonly aggregator = 'sum'
   constructor (readonly name: string, readonly help: string, readonly type: 'histogram' | 'gauge' | 'counter', private readonly read: () => Row[]) {}
   get (): { name: string; help: string; type: string; aggregator: string; values: Row[] } {
-    return { name: this.name, help: this.help, type: this.type as any, aggregator: 'sum', values: this.read() }
+    return { name: this.name, help: this.help, type: this.type, aggregator: 'sum', values: this.read() }
   }
 
   reset (): void {}
@@ -119,7 +119,9 @@ export class Metrics {
       const h = m.get('')
       return h ? histValues(name, h, {}) : []
     }
-    const reg = (c: Collected) => this.registry.registerMetric(c as any)
+    // prom-client's registerMetric takes its own Metric class; a Collected has the fields the
+    // registry reads (get, name, help, type, aggregator) and nothing it does not.
+    const reg = (c: Collected) => this.registry.registerMetric(c as unknown as Metric)
     // prom-client's labelled children hash their label object on every inc/observe; the two
     // per-request series are kept in plain cells instead and exposed at scrape time.
     reg(new Collected('genjobs_jobs_created_total', 'Jobs created (not replays), by type and model', 'counter', () => {

@@ -11,6 +11,9 @@ import {
   type LipSyncMode, type LipSyncPricing, type VideoModel,
 } from './models.js'
 
+/** Where a client learns what credits cost (the 402 and upgrade answers point there). */
+export const PRICING_URL = '/v1/credits/pricing'
+
 /** The request fields a video price depends on (the names of a normalised video request). */
 export interface VideoPriceInput {
   model: string

@@ -24,12 +24,12 @@ export async function enqueueJobEvent (
   const hooks = await tx<{ id: number; url: string; secret: string }[]>`
     SELECT id, url, secret FROM webhooks
     WHERE account_id = ${accountId} AND active AND deleted_at IS NULL AND ${type} = ANY(events)`
-  const rows = hooks.map(h => ({ id: `dlv_${randomBytes(12).toString('base64url')}`, event_id: eventId, account_id: accountId, webhook_id: h.id, job_id: job.id, event: type, url: h.url, secret: h.secret, body }))
+  const rows: Array<{ id: string; event_id: string; account_id: number; webhook_id: number | null; job_id: string; event: WebhookEvent; url: string; secret: string; body: string }> = hooks.map(h => ({ id: `dlv_${randomBytes(12).toString('base64url')}`, event_id: eventId, account_id: accountId, webhook_id: h.id, job_id: job.id, event: type, url: h.url, secret: h.secret, body }))
   if (perJob.url && perJob.secret) {
-    rows.push({ id: `dlv_${randomBytes(12).toString('base64url')}`, event_id: eventId, account_id: accountId, webhook_id: null as unknown as number, job_id: job.id, event: type, url: perJob.url, secret: perJob.secret, body })
+    rows.push({ id: `dlv_${randomBytes(12).toString('base64url')}`, event_id: eventId, account_id: accountId, webhook_id: null, job_id: job.id, event: type, url: perJob.url, secret: perJob.secret, body })
   }
   if (rows.length === 0) return 0
-  await tx`INSERT INTO webhook_deliveries ${tx(rows as any, 'id', 'event_id', 'account_id', 'webhook_id', 'job_id', 'event', 'url', 'secret', 'body')}`
+  await tx`INSERT INTO webhook_deliveries ${tx(rows, 'id', 'event_id', 'account_id', 'webhook_id', 'job_id', 'event', 'url', 'secret', 'body')}`
   return rows.length
 }
 

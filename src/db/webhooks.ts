@@ -389,7 +389,7 @@ export async function recordAttempts (sql: Sql, list: AttemptRecord[]): Promise<
       }))
       await q`
         WITH a AS (
-          SELECT * FROM jsonb_to_recordset(${q.json(rows as any)}::jsonb) AS a(delivery_id text, attempt integer,
+          SELECT * FROM jsonb_to_recordset(${q.json(rows)}::jsonb) AS a(delivery_id text, attempt integer,
             attempted_at timestamptz, status_code integer, latency_ms integer, error text, status text, delay_s float8,
             delivered_at timestamptz)
         ), ins AS (

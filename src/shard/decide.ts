@@ -9,7 +9,8 @@ import type { AccountView, JobCaller, JobSpec } from '../domain.js'
  */
 
 /** Where the free trial and upgrade prompts point (docs/api.md "Errors", upgrade_required). */
-export const PRICING_URL = '/v1/credits/pricing'
+import { PRICING_URL } from '../catalog/pricing.js'
+export { PRICING_URL }
 
 /** Credits and trial videos held by creations decided but not committed yet. */
 export interface Held { credits: number; trialVideos: number }

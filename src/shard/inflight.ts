@@ -22,6 +22,12 @@ return {1, n}`
 
 const RENEW = RENEW_LEASES
 
+/** The Lua scripts defined on the connection below (ioredis adds them as methods at run time). */
+interface InFlightScripts {
+  gjAcquire (key: string, jobId: string, max: number, ttlMs: number): Promise<[number, number]>
+  gjRenew (numKeys: number, ...args: Array<string | number>): Promise<unknown>
+}
+
 export interface InFlightOwner { accountId: number; keyId: number | null }
 
 export class RedisInFlight {
@@ -41,7 +47,7 @@ export class RedisInFlight {
 
   /** Takes a slot for `jobId` if fewer than `max` are held; `n` is the count before. */
   async acquire (o: InFlightOwner, jobId: string, max: number): Promise<{ ok: boolean; n: number }> {
-    const [ok, n] = await (this.redis as any).gjAcquire(this.keyOf(o), jobId, max, this.ttlMs) as [number, number]
+    const [ok, n] = await (this.redis as unknown as InFlightScripts).gjAcquire(this.keyOf(o), jobId, max, this.ttlMs)
     return { ok: ok === 1, n }
   }
 
@@ -54,7 +60,7 @@ export class RedisInFlight {
   async renew (jobs: Array<InFlightOwner & { jobId: string }>): Promise<void> {
     for (let i = 0; i < jobs.length; i += 500) {
       const part = jobs.slice(i, i + 500)
-      await (this.redis as any).gjRenew(part.length, ...part.map(j => this.keyOf(j)), this.ttlMs, ...part.map(j => j.jobId))
+      await (this.redis as unknown as InFlightScripts).gjRenew(part.length, ...part.map(j => this.keyOf(j)), this.ttlMs, ...part.map(j => j.jobId))
     }
   }
 

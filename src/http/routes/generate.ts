@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { Type } from '@sinclair/typebox'
+import { Type, type TSchema } from '@sinclair/typebox'
 import { ApiError } from '../../errors.js'
 import {
   AudioRequest, BatchRequest, checkIdempotencyKey, CreatedJob, ExtendRequest, ImageRequest, isExtendableModel,
@@ -13,7 +13,7 @@ import { orderOf, specOf } from '../../jobs/spec.js'
 import { screenText } from '../../moderation.js'
 import type { BatchItemView, JobCaller, JobOrder, JobSpec } from '../../domain.js'
 import type { ShardMsg } from '../../shard/protocol.js'
-import { PRICING_URL } from '../../shard/decide.js'
+import { PRICING_URL } from '../../catalog/pricing.js'
 import type { Route, RouteContext } from '../route.js'
 import { ErrorEnvelope } from '../openapi.js'
 import { checkWebhookDestination } from './webhooks.js'
@@ -113,7 +113,9 @@ async function create (ctx: RouteContext, validate: (body: unknown, o: ValidateO
   return { status: r.replayed ? 200 : 201, body: generated ? { ...r.created, webhook_secret: spec.request.webhook_secret } : r.created }
 }
 
-function createRoute (path: string, summary: string, body: any, validate: (b: unknown, o: ValidateOptions) => NormalizedRequest, extra: string[] = []): Route {
+function createRoute (
+  path: string, summary: string, body: TSchema, validate: (b: unknown, o: ValidateOptions) => NormalizedRequest, extra: string[] = [],
+): Route {
   return {
     method: 'POST',
     path,
@@ -179,7 +181,7 @@ export const routes: Route[] = [
       const out: Array<{ index: number; type: 'video' | 'image' | null; spec?: JobOrder; error?: BatchItemView['error'] & { status: number } }> = []
       const generated = new Map<number, string>()
       for (const it of items) {
-        if (!it.ok) { out.push({ index: it.index, type: it.type, error: { ...(it.error.toJSON() as any), status: it.error.status } }); continue }
+        if (!it.ok) { out.push({ index: it.index, type: it.type, error: { ...it.error.toJSON(), status: it.error.status } }); continue }
         try {
           const hadSecret = it.request.webhook_secret !== null
           const spec = await specFor(ctx, it.request, { screen: !answered })
@@ -187,7 +189,7 @@ export const routes: Route[] = [
           out.push({ index: it.index, type: it.type, spec: orderOf(spec) })
         } catch (err) {
           if (!(err instanceof ApiError)) throw err
-          out.push({ index: it.index, type: it.type, error: { ...(err.toJSON() as any), status: err.status } })
+          out.push({ index: it.index, type: it.type, error: { ...err.toJSON(), status: err.status } })
         }
       }
       const view = await ctx.services.shards.ask(caller.accountId, {

@@ -1,10 +1,12 @@
 /**
  * Sends webhook POSTs through the pool's own HTTP/1.1 client (src/net/h1-client.ts)
- * over the SSRF-guarded connector. No promise, AbortSignal or timer per request: the caller's
+ * over the address-policy connector (src/net/dns-guard.ts). No promise, AbortSignal or timer per request: the caller's
  * one sweep (`Sender.sweep`) aborts requests past their deadline and closes idle sockets, and
  * `close` ends everything on stop.
  */
-import { basicAuthOf, checkDestination, DELIVERY_TIMEOUT_MS } from './delivery.js'
+import { DELIVERY_TIMEOUT_MS } from './delivery.js'
+import { basicAuthOf } from './signing.js'
+import { checkDestination } from '../net/address-policy.js'
 import { Origin, Post, type Connector, type SendResult } from '../net/h1-client.js'
 
 export { SNIPPET_BYTES, type SendResult } from '../net/h1-client.js'

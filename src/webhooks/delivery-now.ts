@@ -2,7 +2,7 @@
  * One webhook POST sent at once from the API thread, for the manual tools of docs/webhook-tools.md
  * (POST /v1/webhooks/{id}/test and .../deliveries/{delivery_id}/redeliver), with its answer
  * returned to the caller. Same rules as the delivery pool (docs/api.md "Webhooks"): the URL is
- * checked first (checkDestination), the socket goes through the address-policy connector (every
+ * checked first (deliveryTarget), the socket goes through the address-policy connector (every
  * resolved address public, checked again on the connected address; src/net), redirects are never
  * followed, the whole request has DELIVERY_TIMEOUT_MS, and it is signed with the same headers.
  * Unlike the pool, the answer's first EXCERPT_BYTES are kept whatever its status: the person
@@ -10,8 +10,7 @@
  */
 import { request } from 'undici'
 import { DELIVERY_TIMEOUT_MS, describeError } from './delivery.js'
-import { basicAuthOf, deliveryHeaders } from './signing.js'
-import { checkDestination } from '../net/address-policy.js'
+import { deliveryHeaders, deliveryTarget } from './signing.js'
 import { guardedAgent } from '../net/agents.js'
 import type { LookupAll } from '../net/dns-guard.js'
 
@@ -35,11 +34,9 @@ export async function sendNow (
   d: { id: string; event: string; url: string; secret: string; body: string },
   o: { allowlist: readonly string[]; userAgent: string; timeoutMs?: number; lookupAll?: LookupAll },
 ): Promise<SendNowResult> {
-  const dest = checkDestination(d.url, o.allowlist)
+  const dest = deliveryTarget(d.url, o.allowlist)
   if ('error' in dest) return { statusCode: null, latencyMs: null, error: dest.error, excerpt: null, permanent: true }
-  const url = dest.url
-  url.hash = ''
-  const auth = basicAuthOf(url)
+  const { url, auth } = dest
   const timeoutMs = o.timeoutMs ?? DELIVERY_TIMEOUT_MS
   const headers = deliveryHeaders(d, Math.floor(Date.now() / 1000), o.userAgent, auth)
   const agent = guardedAgent({ allowlist: o.allowlist, lookupAll: o.lookupAll, timeoutMs, pipelining: 0 })

@@ -5,6 +5,7 @@
  * (src/webhooks/delivery-now.ts).
  */
 import { createHmac, createSecretKey, type KeyObject } from 'node:crypto'
+import { checkDestination } from '../net/address-policy.js'
 
 /** A delivery as far as its headers go. */
 export interface SignedDelivery { id: string; event: string; secret: string; body: string }
@@ -67,4 +68,15 @@ export function basicAuthOf (url: URL): string | null {
   url.username = ''
   url.password = ''
   return value
+}
+
+/**
+ * A delivery URL as it is sent: checked by the address policy (checkDestination; a refusal is
+ * permanent), its fragment dropped and its credentials moved to `auth`.
+ */
+export function deliveryTarget (raw: string, allowlist: readonly string[]): { url: URL; auth: string | null } | { error: string } {
+  const c = checkDestination(raw, allowlist)
+  if ('error' in c) return c
+  c.url.hash = ''
+  return { url: c.url, auth: basicAuthOf(c.url) }
 }

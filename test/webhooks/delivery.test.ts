@@ -5,7 +5,7 @@ import { createHmac } from 'node:crypto'
 import t from 'tap'
 import { classifyStatus, outcomeOf } from '../../src/webhooks/delivery.js'
 import { MAX_ATTEMPTS, RETRY_SCHEDULE_S, retryDelayMs } from '../../src/webhooks/retry-schedule.js'
-import { basicAuthOf, deliveryHeaderList, deliveryHeaders, signatureHeader } from '../../src/webhooks/signing.js'
+import { basicAuthOf, deliveryHeaderList, deliveryHeaders, deliveryTarget, signatureHeader } from '../../src/webhooks/signing.js'
 import { verify } from '../fixtures/webhook-receiver.js'
 
 const secret = 'whsec-test-0123456789abcdef'
@@ -49,6 +49,19 @@ t.test('credentials in the URL become Authorization: Basic and leave the URL', a
   t.equal(basicAuthOf(u), `Basic ${Buffer.from('ada:s:cret').toString('base64')}`)
   t.equal(u.href, 'https://hooks.example.com/x')
   t.equal(basicAuthOf(new URL('https://hooks.example.com/x')), null)
+})
+
+t.test('deliveryTarget: the address policy first, then no fragment and credentials as Authorization', async t => {
+  const ok = deliveryTarget('https://ada:pw@hooks.example.com/in?x=1#frag', [])
+  t.ok('url' in ok)
+  if ('url' in ok) {
+    t.equal(ok.url.href, 'https://hooks.example.com/in?x=1')
+    t.equal(ok.auth, `Basic ${Buffer.from('ada:pw').toString('base64')}`)
+  }
+  t.same(deliveryTarget('https://10.0.0.1/in', []), { error: 'refused: 10.0.0.1 is a private address' })
+  t.same(deliveryTarget('http://hooks.example.com/in', []), { error: 'refused: webhook URLs must use https' })
+  const plain = deliveryTarget('https://hooks.example.com/in', [])
+  t.equal('url' in plain && plain.auth, null, 'no credentials: no Authorization')
 })
 
 t.test('retry schedule: 5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 3 h, 6 h, 12 h, 24 h, then failed', async t => {

@@ -1,6 +1,6 @@
 /**
  * The webhook POST client: HTTP/1.1 written for the one request the delivery pool
- * sends, over the SSRF-guarded connector (src/webhooks/delivery.ts `guardedConnector`). A request
+ * sends, over the address-policy connector (src/net/dns-guard.ts `guardedConnector`). A request
  * is one string (head and body) written with one `write`; an answer is parsed in place (status
  * line, five headers, a Content-Length, chunked or until-close body) with no object per header
  * and no stream, promise or timer per request. Measured against undici's `dispatch` on the same

@@ -1,14 +1,16 @@
 /**
- * The one HTTP client of the real provider adapters (docs/architecture.md "Providers and media"): JSON in
- * and out over undici, a per-call timeout combined with the caller's signal, a cap on the
- * answer's size, and the error mapping every adapter shares:
+ * Provider API calls of the real adapters (docs/architecture.md "Providers and media"): the JSON
+ * client of src/net/json-client.ts (a per-call timeout combined with the caller's signal, a cap
+ * on the answer's size) behind the provider's request budget, and the error mapping every
+ * adapter shares:
  * - no answer (network error, reset, timeout, abort), 408, 429, 5xx -> UpstreamUnavailable
  *   (indefinite; `retryAfterMs` from Retry-After, seconds or an HTTP date);
  * - any other 4xx -> UpstreamRefused (definitive).
  * Adapters read the status themselves where a non-2xx means something else (fal's result of a
  * failed request), and call `raiseForStatus` otherwise.
  */
-import { request, type Dispatcher } from 'undici'
+import type { Dispatcher } from 'undici'
+import { AnswerTooLarge, requestJson, type JsonAnswer } from '../net/json-client.js'
 import { UpstreamRefused, UpstreamUnavailable } from './upstream.js'
 import { budgetOf } from './budget.js'
 
@@ -20,13 +22,8 @@ export interface HttpSettings {
   dispatcher?: Dispatcher
 }
 
-export interface UpstreamResponse {
-  status: number
-  headers: Record<string, string>
-  /** The parsed JSON answer; null when the body was empty or not JSON. */
-  json: any
-  text: string
-}
+/** A provider's answer (src/net/json-client.ts): status, lower-cased headers, parsed JSON or null, text. */
+export type UpstreamResponse = JsonAnswer
 
 /** Answers larger than this are cut off and treated as unreadable (status and result JSON are small). */
 const MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -53,42 +50,14 @@ export async function upstreamRequest (provider: string, method: 'GET' | 'POST' 
       throw new UpstreamUnavailable(`${provider}: ${method} ${safeUrl(url)}: aborted while waiting for the request budget`)
     }
   }
-  const timeout = AbortSignal.timeout(timeoutMs)
-  const signal = opts.signal ? AbortSignal.any([opts.signal, timeout]) : timeout
-  const headers: Record<string, string> = { accept: 'application/json', ...opts.headers }
-  let body: string | undefined
-  if (opts.json !== undefined) {
-    body = JSON.stringify(opts.json)
-    headers['content-type'] = 'application/json'
-  }
   try {
-    const res = await request(url, { method, headers, body, signal, dispatcher: opts.dispatcher, headersTimeout: timeoutMs, bodyTimeout: timeoutMs })
-    if (res.statusCode === 429 && budget) budget.throttled(parseRetryAfter(headerOf(res.headers['retry-after'])))
-    const chunks: Buffer[] = []
-    let size = 0
-    for await (const chunk of res.body) {
-      size += chunk.length
-      if (size > MAX_BODY_BYTES) {
-        res.body.destroy()
-        throw new UpstreamUnavailable(`${provider}: answer larger than ${MAX_BODY_BYTES} bytes`, res.statusCode)
-      }
-      chunks.push(chunk)
-    }
-    const text = Buffer.concat(chunks).toString('utf8')
-    let json: any = null
-    if (text.length > 0) { try { json = JSON.parse(text) } catch { json = null } }
-    const flat: Record<string, string> = {}
-    for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) flat[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : String(v)
-    return { status: res.statusCode, headers: flat, json, text }
+    const res = await requestJson(method, url, { ...opts, timeoutMs, maxBytes: MAX_BODY_BYTES })
+    if (res.status === 429 && budget) budget.throttled(parseRetryAfter(res.headers['retry-after']))
+    return res
   } catch (err) {
-    if (err instanceof UpstreamUnavailable) throw err
-    const why = timeout.aborted ? `no answer within ${timeoutMs} ms` : opts.signal?.aborted ? 'aborted' : (err as Error).message
-    throw new UpstreamUnavailable(`${provider}: ${method} ${safeUrl(url)}: ${why}`)
+    if (err instanceof AnswerTooLarge) throw new UpstreamUnavailable(`${provider}: ${err.message}`, err.status)
+    throw new UpstreamUnavailable(`${provider}: ${method} ${safeUrl(url)}: ${(err as Error).message}`)
   }
-}
-
-function headerOf (v: string | string[] | undefined): string | undefined {
-  return Array.isArray(v) ? v[0] : v
 }
 
 /** Throws the mapped error for a non-2xx answer; returns the answer otherwise. */

@@ -1,8 +1,8 @@
 import { Readable, Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { fileTypeFromBuffer } from 'file-type'
-import { Agent, request } from 'undici'
-import { guardedConnector } from '../webhooks/delivery.js'
+import { request } from 'undici'
+import { downloadAgent } from '../net/agents.js'
 import type { Storage } from '../storage/storage.js'
 
 /**
@@ -24,14 +24,6 @@ export interface ResultRules {
 
 export class ResultRejected extends Error {
   override name = 'ResultRejected'
-}
-
-const agents = new Map<string, Agent>()
-function agentFor (allowlist: readonly string[]): Agent {
-  const k = allowlist.join(',')
-  let a = agents.get(k)
-  if (!a) { a = new Agent({ connect: guardedConnector({ allowlist, timeoutMs: 15_000 }), connections: 8 }); agents.set(k, a) }
-  return a
 }
 
 const KIND_MIME: Record<string, RegExp> = { video: /^video\//, extend: /^video\//, image: /^image\//, audio: /^audio\// }
@@ -91,7 +83,7 @@ async function fetchOnce (storage: Storage, base: string, kind: string, url: str
     let u: URL
     try { u = new URL(target) } catch { throw new ResultRejected(`result URL is not a URL: ${target.slice(0, 200)}`) }
     if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new ResultRejected(`result URL scheme ${u.protocol} not allowed`)
-    const res = await request(u, { method: 'GET', dispatcher: agentFor(rules.allowlist), signal, headersTimeout: 30_000, bodyTimeout: 60_000 })
+    const res = await request(u, { method: 'GET', dispatcher: downloadAgent(rules.allowlist), signal, headersTimeout: 30_000, bodyTimeout: 60_000 })
     if (res.statusCode >= 300 && res.statusCode < 400 && res.headers.location && hop < 3) {
       res.body.resume()
       target = new URL(String(res.headers.location), u).toString()

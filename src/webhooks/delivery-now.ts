@@ -2,16 +2,17 @@
  * One webhook POST sent at once from the API thread, for the manual tools of docs/webhook-tools.md
  * (POST /v1/webhooks/{id}/test and .../deliveries/{delivery_id}/redeliver), with its answer
  * returned to the caller. Same rules as the delivery pool (docs/api.md "Webhooks"): the URL is
- * checked first (checkDestination), the socket goes through the guarded connector (every
- * resolved address public, checked again on the connected address), redirects are never
+ * checked first (deliveryTarget), the socket goes through the address-policy connector (every
+ * resolved address public, checked again on the connected address; src/net), redirects are never
  * followed, the whole request has DELIVERY_TIMEOUT_MS, and it is signed with the same headers.
  * Unlike the pool, the answer's first EXCERPT_BYTES are kept whatever its status: the person
  * who pressed "Send test event" wants to see what their receiver said.
  */
-import { Agent, request } from 'undici'
-import {
-  basicAuthOf, checkDestination, DELIVERY_TIMEOUT_MS, deliveryHeaderList, describeError, guardedConnector, type LookupAll,
-} from './delivery.js'
+import { request } from 'undici'
+import { DELIVERY_TIMEOUT_MS, describeError } from './delivery.js'
+import { deliveryHeaders, deliveryTarget } from './signing.js'
+import { guardedAgent } from '../net/agents.js'
+import type { LookupAll } from '../net/dns-guard.js'
 
 /** Bytes of the receiver's answer kept and shown. */
 export const EXCERPT_BYTES = 1024
@@ -33,16 +34,12 @@ export async function sendNow (
   d: { id: string; event: string; url: string; secret: string; body: string },
   o: { allowlist: readonly string[]; userAgent: string; timeoutMs?: number; lookupAll?: LookupAll },
 ): Promise<SendNowResult> {
-  const dest = checkDestination(d.url, o.allowlist)
+  const dest = deliveryTarget(d.url, o.allowlist)
   if ('error' in dest) return { statusCode: null, latencyMs: null, error: dest.error, excerpt: null, permanent: true }
-  const url = dest.url
-  url.hash = ''
-  const auth = basicAuthOf(url)
+  const { url, auth } = dest
   const timeoutMs = o.timeoutMs ?? DELIVERY_TIMEOUT_MS
-  const list = deliveryHeaderList(d, Math.floor(Date.now() / 1000), o.userAgent, auth)
-  const headers: Record<string, string> = {}
-  for (let i = 0; i < list.length; i += 2) headers[list[i]] = list[i + 1]
-  const agent = new Agent({ connect: guardedConnector({ allowlist: o.allowlist, lookupAll: o.lookupAll, timeoutMs }), pipelining: 0 })
+  const headers = deliveryHeaders(d, Math.floor(Date.now() / 1000), o.userAgent, auth)
+  const agent = guardedAgent({ allowlist: o.allowlist, lookupAll: o.lookupAll, timeoutMs, pipelining: 0 })
   const started = performance.now()
   try {
     const res = await request(url, {

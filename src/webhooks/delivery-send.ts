@@ -1,15 +1,16 @@
 /**
  * Sends webhook POSTs through the pool's own HTTP/1.1 client (src/net/h1-client.ts)
- * over the SSRF-guarded connector. No promise, AbortSignal or timer per request: the caller's
+ * over the address-policy connector (src/net/dns-guard.ts). No promise, AbortSignal or timer per request: the caller's
  * one sweep (`Sender.sweep`) aborts requests past their deadline and closes idle sockets, and
  * `close` ends everything on stop.
  */
-import { basicAuthOf, checkDestination, DELIVERY_TIMEOUT_MS } from './delivery.js'
+import { DELIVERY_TIMEOUT_MS } from './delivery.js'
+import { deliveryTarget } from './signing.js'
 import { Origin, Post, type Connector, type SendResult } from '../net/h1-client.js'
 
 export { SNIPPET_BYTES, type SendResult } from '../net/h1-client.js'
 
-/** A delivery URL checked and split once (checkDestination is a pure function of the URL). */
+/** A delivery URL checked and split once (deliveryTarget is a pure function of the URL). */
 export type Destination = { origin: string; path: string; host: string; auth: string | null } | { error: string }
 
 const timeoutError = (): Error => new DOMException('The operation was aborted due to timeout', 'TimeoutError')
@@ -29,17 +30,15 @@ export class Sender {
   /** Requests not answered yet. */
   get inFlight (): number { return this.live.size }
 
-  /** checkDestination once per distinct URL (bounded cache; the connect-time guard stays). */
+  /** deliveryTarget once per distinct URL (bounded cache; the connect-time guard stays). */
   destination (raw: string): Destination {
     let d = this.dests.get(raw)
     if (d !== undefined) return d
-    const c = checkDestination(raw, this.allowlist)
+    const c = deliveryTarget(raw, this.allowlist)
     if ('error' in c) d = { error: c.error }
     else {
-      c.url.hash = ''
-      const auth = basicAuthOf(c.url)
       // The WHATWG parser drops tabs and newlines and escapes spaces: the path cannot break the request line.
-      d = { origin: c.url.origin, path: `${c.url.pathname}${c.url.search}`, host: c.url.host, auth }
+      d = { origin: c.url.origin, path: `${c.url.pathname}${c.url.search}`, host: c.url.host, auth: c.auth }
     }
     if (this.dests.size >= 10_000) this.dests.clear()
     this.dests.set(raw, d)

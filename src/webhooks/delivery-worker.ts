@@ -5,9 +5,9 @@ import type { Config } from '../config.js'
 import { connect, containDriverFaults, isDbUnavailable, within, type Sql } from '../db/connect.js'
 import { claimDueDeliveries, disableDelivery, recordAttempt, recordAttempts, releaseClaims, type ClaimedDelivery } from '../db/webhooks.js'
 import { AttemptWriter } from './delivery-attempts.js'
-import {
-  DELIVERY_TIMEOUT_MS, deliveryHeaderList, describeError, guardedConnector, outcomeOf, type AttemptResult,
-} from './delivery.js'
+import { DELIVERY_TIMEOUT_MS, describeError, outcomeOf, type AttemptResult } from './delivery.js'
+import { deliveryHeaderList } from './signing.js'
+import { guardedConnector } from '../net/dns-guard.js'
 import { Sender } from './delivery-send.js'
 import { MAX_CONNECTIONS, PIPELINING, type Connector } from '../net/h1-client.js'
 import { GroupCommit } from '../shard/group-commit.js'

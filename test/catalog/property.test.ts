@@ -10,7 +10,7 @@ import {
 } from '../../src/catalog/models.js'
 import { priceAudio, priceImage, priceVideo } from '../../src/catalog/pricing.js'
 import { checkIdempotencyKey } from '../../src/catalog/schemas.js'
-import { isPublicIpLiteral } from '../../src/catalog/url.js'
+import { isPublicIpLiteral } from '../../src/net/ip.js'
 import {
   validateAudio, validateBatch, validateExtend, validateImage, validateVideo,
 } from '../../src/catalog/validate.js'

@@ -8,7 +8,7 @@ import { createServer as createHttpsServer } from 'node:https'
 import { createServer, type Socket } from 'node:net'
 import t from 'tap'
 import { buildConnector } from 'undici'
-import { guardedConnector } from '../../src/webhooks/delivery.js'
+import { guardedConnector } from '../../src/net/dns-guard.js'
 import { Sender, type SendResult } from '../../src/webhooks/delivery-send.js'
 import { HttpProtocolError, MAX_CONNECTIONS, PIPELINING } from '../../src/net/h1-client.js'
 

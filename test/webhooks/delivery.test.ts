@@ -1,16 +1,11 @@
-// Webhook delivery rules without a database: signing (docs/api.md "Webhooks"), the retry schedule and
-// answer classification (docs/api.md "Endpoints"), and the SSRF address rules, including the undici
-// connector that refuses a name resolving to a private address (DNS rebinding).
+// Webhook delivery rules without a database: signing (docs/api.md "Webhooks",
+// src/webhooks/signing.ts), the retry schedule (src/webhooks/retry-schedule.ts) and how an answer
+// ends an attempt (src/webhooks/delivery.ts). The address rules are tested in test/net.
 import { createHmac } from 'node:crypto'
-import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { Agent, request } from 'undici'
-import {
-  addressKind, basicAuthOf, checkDestination, classifyStatus, connectedAddressError, deliveryHeaders, guardedConnector, guardedLookup,
-  MAX_ATTEMPTS, outcomeOf, RefusedDestination, resolveForRegistration, RETRY_SCHEDULE_S, retryDelayMs, signatureHeader,
-  type LookupAll,
-} from '../../src/webhooks/delivery.js'
+import { classifyStatus, outcomeOf } from '../../src/webhooks/delivery.js'
+import { MAX_ATTEMPTS, RETRY_SCHEDULE_S, retryDelayMs } from '../../src/webhooks/retry-schedule.js'
+import { basicAuthOf, deliveryHeaderList, deliveryHeaders, deliveryTarget, signatureHeader } from '../../src/webhooks/signing.js'
 import { verify } from '../fixtures/webhook-receiver.js'
 
 const secret = 'whsec-test-0123456789abcdef'
@@ -40,11 +35,33 @@ t.test('attempt headers: content type, event, delivery id, signature, user agent
   t.equal(h['user-agent'], 'genjobs-webhooks/1.0.0')
 })
 
+t.test('the header list is the same pairs, with authorization when the URL had credentials', async t => {
+  const d = { id: 'dlv_abc', event: 'job.completed', secret, body }
+  const list = deliveryHeaderList(d, 1_700_000_000, 'ua/1', null)
+  t.same(Object.fromEntries(Array.from({ length: list.length / 2 }, (_, i) => [list[2 * i], list[2 * i + 1]])), deliveryHeaders(d, 1_700_000_000, 'ua/1'))
+  const withAuth = deliveryHeaderList(d, 1_700_000_000, 'ua/1', 'Basic YTpi')
+  t.same(withAuth.slice(-2), ['authorization', 'Basic YTpi'])
+  t.equal(deliveryHeaders(d, 1_700_000_000, 'ua/1', 'Basic YTpi').authorization, 'Basic YTpi')
+})
+
 t.test('credentials in the URL become Authorization: Basic and leave the URL', async t => {
   const u = new URL('https://ada:s%3Acret@hooks.example.com/x')
   t.equal(basicAuthOf(u), `Basic ${Buffer.from('ada:s:cret').toString('base64')}`)
   t.equal(u.href, 'https://hooks.example.com/x')
   t.equal(basicAuthOf(new URL('https://hooks.example.com/x')), null)
+})
+
+t.test('deliveryTarget: the address policy first, then no fragment and credentials as Authorization', async t => {
+  const ok = deliveryTarget('https://ada:pw@hooks.example.com/in?x=1#frag', [])
+  t.ok('url' in ok)
+  if ('url' in ok) {
+    t.equal(ok.url.href, 'https://hooks.example.com/in?x=1')
+    t.equal(ok.auth, `Basic ${Buffer.from('ada:pw').toString('base64')}`)
+  }
+  t.same(deliveryTarget('https://10.0.0.1/in', []), { error: 'refused: 10.0.0.1 is a private address' })
+  t.same(deliveryTarget('http://hooks.example.com/in', []), { error: 'refused: webhook URLs must use https' })
+  const plain = deliveryTarget('https://hooks.example.com/in', [])
+  t.equal('url' in plain && plain.auth, null, 'no credentials: no Authorization')
 })
 
 t.test('retry schedule: 5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 3 h, 6 h, 12 h, 24 h, then failed', async t => {
@@ -76,122 +93,4 @@ t.test('outcome of an attempt', async t => {
   t.same(outcomeOf({ statusCode: 500, latencyMs: 3, error: 'HTTP 500' }, 11, { registered: true }), { status: 'failed', delayMs: null, disableWebhook: null }, 'the last attempt fails it')
   t.same(outcomeOf({ statusCode: null, latencyMs: null, error: 'refused', permanent: true }, 1, { registered: true }),
     { status: 'failed', delayMs: null, disableWebhook: null }, 'a URL that can never pass fails at once')
-})
-
-t.test('address classification: every non-public kind is named; the verdict is isPublicIpLiteral', async t => {
-  const cases: Array<[string, string]> = [
-    ['127.0.0.1', 'loopback'], ['127.255.0.9', 'loopback'], ['::1', 'loopback'], ['::ffff:127.0.0.1', 'loopback'],
-    ['10.0.0.1', 'private'], ['172.16.5.4', 'private'], ['172.31.255.255', 'private'], ['192.168.1.1', 'private'], ['::ffff:10.1.2.3', 'private'],
-    ['169.254.169.254', 'metadata'], ['fd00:ec2::254', 'metadata'],
-    ['169.254.1.1', 'link-local'], ['fe80::1', 'link-local'],
-    ['100.64.0.1', 'cgnat'], ['100.127.255.255', 'cgnat'],
-    ['fc00::1', 'unique-local'], ['fd12:3456::1', 'unique-local'],
-    ['224.0.0.1', 'multicast'], ['239.1.2.3', 'multicast'], ['ff02::1', 'multicast'],
-    ['0.0.0.0', 'unspecified'], ['::', 'unspecified'],
-    ['192.0.2.1', 'reserved'], ['255.255.255.255', 'reserved'], ['2001:db8::1', 'reserved'],
-    ['8.8.8.8', 'public'], ['93.184.216.34', 'public'], ['2606:4700:4700::1111', 'public'], ['::ffff:8.8.8.8', 'public'],
-    ['example.com', 'invalid'], ['', 'invalid'],
-  ]
-  for (const [ip, kind] of cases) t.equal(addressKind(ip), kind, `${ip} is ${kind}`)
-  t.equal(connectedAddressError({ remoteAddress: '8.8.8.8' }, 'hook.example'), null, 'a socket connected to a public address passes')
-  t.match(connectedAddressError({ remoteAddress: '10.0.0.7' }, 'hook.example'), /hook\.example resolves to 10\.0\.0\.7, a private address/)
-  t.match(connectedAddressError({}, 'hook.example'), /could not read/)
-})
-
-t.test('checkDestination: https only, no localhost or non-public literal, unless allowlisted', async t => {
-  const refused = (u: string, allow: string[] = []) => {
-    const r = checkDestination(u, allow)
-    return 'error' in r ? r.error : null
-  }
-  t.match(refused('http://example.com/hook'), /must use https/)
-  t.match(refused('https://127.0.0.1/hook'), /127\.0\.0\.1 is a loopback address/)
-  t.match(refused('https://10.0.0.1/hook'), /private/)
-  t.match(refused('https://169.254.169.254/latest/meta-data'), /metadata/)
-  t.match(refused('https://[::1]:8443/'), /loopback/)
-  t.match(refused('https://[fd00:ec2::254]/'), /metadata/)
-  t.match(refused('https://0x7f.1/'), /loopback/, 'non-canonical IPv4 forms are canonicalised first')
-  t.match(refused('https://localhost/'), /loopback name/)
-  t.match(refused('ftp://example.com/'), /ftp/)
-  t.match(refused('not a url'), /not a valid URL/)
-  t.equal(refused('https://hooks.example.com/x'), null)
-  t.equal(refused('https://8.8.8.8/x'), null)
-  const ok = checkDestination('http://127.0.0.1:9999/x', ['127.0.0.1:9999'])
-  t.ok('url' in ok && ok.allowlisted, 'an allowlisted host:port may be plain http and private')
-  t.match(refused('http://127.0.0.1:9998/x', ['127.0.0.1:9999']), /https/, 'another port of the same host is not allowlisted')
-})
-
-const fixed = (map: Record<string, string[]>): LookupAll => async (host) => {
-  const a = map[host]
-  if (!a) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' })
-  return a.map(address => ({ address, family: address.includes(':') ? 6 : 4 }))
-}
-
-function lookupOnce (fn: ReturnType<typeof guardedLookup>, host: string, all: boolean, family = 0): Promise<{
-  err: NodeJS.ErrnoException | null; address: unknown; family?: number
-}> {
-  return new Promise(resolve => fn(host, { all, family }, (err, address, fam) => resolve({ err, address, family: fam })))
-}
-
-t.test('guardedLookup refuses a name when ANY resolved address is non-public', async t => {
-  const lookup = guardedLookup(fixed({
-    'rebind.test': ['127.0.0.1'],
-    'mixed.test': ['93.184.216.34', '10.0.0.5'],
-    'meta.test': ['169.254.169.254'],
-    'v6.test': ['::1'],
-    'public.test': ['93.184.216.34', '2606:4700:4700::1111'],
-  }))
-  for (const host of ['rebind.test', 'mixed.test', 'meta.test', 'v6.test']) {
-    const r = await lookupOnce(lookup, host, true)
-    t.type(r.err, RefusedDestination, `${host} refused`)
-    t.match(r.err?.message, new RegExp(`^refused: ${host.replace('.', '\\.')} resolves to`))
-  }
-  const all = await lookupOnce(lookup, 'public.test', true)
-  t.equal(all.err, null)
-  t.same(all.address, [{ address: '93.184.216.34', family: 4 }, { address: '2606:4700:4700::1111', family: 6 }], 'all: true gets every address')
-  const one = await lookupOnce(lookup, 'public.test', false, 6)
-  t.same([one.address, one.family], ['2606:4700:4700::1111', 6], 'family filter, single answer')
-  const missing = await lookupOnce(lookup, 'nx.test', false)
-  t.equal(missing.err?.code, 'ENOTFOUND')
-})
-
-t.test('registration-time resolution: non-public, public, unresolved (accepted) or timeout', async t => {
-  const l = fixed({ 'loop.test': ['127.0.0.1'], 'pub.test': ['93.184.216.34'], 'half.test': ['93.184.216.34', '192.168.0.2'] })
-  t.equal(await resolveForRegistration('loop.test', l), 'non-public')
-  t.equal(await resolveForRegistration('half.test', l), 'non-public')
-  t.equal(await resolveForRegistration('pub.test', l), 'public')
-  t.equal(await resolveForRegistration('nx.test', l), 'unresolved')
-  t.equal(await resolveForRegistration('slow.test', () => new Promise(() => {}), 50), 'timeout', 'a resolver that does not answer is not "unresolved" (never accepted on a slow answer)')
-})
-
-t.test('the guarded undici connector: rebinding names and private literals never get a connection; allowlisted hosts do', async t => {
-  let connections = 0
-  const server = createServer((_req, res) => res.end('ok'))
-  server.on('connection', () => { connections++ })
-  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
-  const port = (server.address() as AddressInfo).port
-  t.teardown(() => new Promise<void>(resolve => server.close(() => resolve())))
-
-  // rebind.test "was public at registration" and now answers 127.0.0.1.
-  const guarded = new Agent({ connect: guardedConnector({ allowlist: [], lookupAll: fixed({ 'rebind.test': ['127.0.0.1'] }), timeoutMs: 2000 }) })
-  t.teardown(() => guarded.destroy())
-  const attempt = async (url: string, agent: Agent) => {
-    try {
-      const r = await request(url, { method: 'POST', body: '{}', dispatcher: agent })
-      await r.body.text()
-      return r.statusCode
-    } catch (e) { return e as Error }
-  }
-  const viaName = await attempt(`https://rebind.test:${port}/hook`, guarded)
-  t.type(viaName, Error)
-  t.match((viaName as Error).message, /refused: rebind\.test resolves to 127\.0\.0\.1, a loopback address/)
-  const viaLiteral = await attempt(`https://127.0.0.1:${port}/hook`, guarded)
-  t.match((viaLiteral as Error).message, /refused: 127\.0\.0\.1 is a loopback address/)
-  const plainHttp = await attempt(`http://rebind.test:${port}/hook`, guarded)
-  t.match((plainHttp as Error).message, /must use https/)
-  t.equal(connections, 0, 'no TCP connection was ever opened to the private address')
-
-  const allowed = new Agent({ connect: guardedConnector({ allowlist: [`127.0.0.1:${port}`], timeoutMs: 2000 }) })
-  t.teardown(() => allowed.destroy())
-  t.equal(await attempt(`http://127.0.0.1:${port}/hook`, allowed), 200, 'WEBHOOK_ALLOWLIST host:port connects over plain http')
-  t.equal(connections, 1)
 })

@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto'
 import { Type, type Static } from '@sinclair/typebox'
 import { ApiError } from '../../errors.js'
-import { checkWebhookUrl, classifyHost, isAllowlistedHost, maskUrlPassword, MAX_URL_LENGTH } from '../../catalog/url.js'
-import { REGISTRATION_DNS_TIMEOUT_MS, resolveForRegistration, type LookupAll } from '../../webhooks/delivery.js'
+import { checkWebhookUrl, maskUrlPassword, MAX_URL_LENGTH } from '../../catalog/url.js'
+import { isIpLiteral } from '../../net/ip.js'
+import { targetVerdict } from '../../net/address-policy.js'
+import { REGISTRATION_DNS_TIMEOUT_MS, resolveForRegistration, type LookupAll } from '../../net/dns-guard.js'
 import {
   claimForRedelivery, deleteWebhook, getWebhook, insertTestDelivery, insertWebhook, listDeliveries, listWebhooks, MAX_ACTIVE_WEBHOOKS,
   recordManualAttempt, rotateWebhookSecret, type ManualDelivery, type WebhookRow,
@@ -138,7 +140,7 @@ function viewOf (w: WebhookRow): Static<typeof WebhookView> {
 }
 
 /**
- * The one URL policy for every webhook URL: POST /webhooks `url` and the
+ * The address policy (src/net/address-policy.ts) at registration, for every webhook URL: POST /webhooks `url` and the
  * per-job `webhook_url` of every creation route get exactly these checks. https, not localhost
  * nor a non-public IP literal (422 UNSUPPORTED_OPTION naming `param`); a name is resolved (as
  * the delivery connector resolves it, /etc/hosts included) and refused with 422 if any address
@@ -150,7 +152,8 @@ function viewOf (w: WebhookRow): Static<typeof WebhookView> {
 export async function checkWebhookDestination (value: string, allowlist: readonly string[], param: string, lookupAll?: LookupAll): Promise<void> {
   checkWebhookUrl(value, { webhookAllowlist: allowlist }, param)
   const url = new URL(value)
-  if (isAllowlistedHost(url, allowlist) || classifyHost(url.hostname) !== 'name') return
+  // Passed checkWebhookUrl: allowlisted, a public literal, or a name to resolve.
+  if (targetVerdict(url, allowlist) === 'allowlisted' || isIpLiteral(url.hostname)) return
   const r = await resolveForRegistration(url.hostname, lookupAll)
   if (r === 'non-public') {
     throw new ApiError('UNSUPPORTED_OPTION', `${param} must be publicly routable: its host resolves to a non-public address`, { param })

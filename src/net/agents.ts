@@ -1,0 +1,49 @@
+/**
+ * The undici dispatchers of outbound requests to URLs someone else gave the service
+ * (docs/architecture.md "Address policy"): every connection goes through the address-policy
+ * connector (src/net/dns-guard.ts). Webhook delivery has its own client over the same connector
+ * (src/net/h1-client.ts); provider API calls go to operator-configured base URLs and use
+ * src/net/json-client.ts without this guard.
+ */
+import { Agent } from 'undici'
+import { guardedConnector, type LookupAll } from './dns-guard.js'
+
+export interface GuardedAgentOptions {
+  /** WEBHOOK_ALLOWLIST: host or host:port entries that may be plain http and private. */
+  allowlist: readonly string[]
+  /** Connect timeout, ms. */
+  timeoutMs: number
+  lookupAll?: LookupAll
+  /** Sockets per origin (undici's default: unlimited). */
+  connections?: number
+  /** Requests written ahead per socket (undici's default: 1; 0 closes the socket after each answer). */
+  pipelining?: number
+}
+
+/** An undici Agent whose every connection obeys the address policy. */
+export function guardedAgent (o: GuardedAgentOptions): Agent {
+  return new Agent({
+    connect: guardedConnector({ allowlist: o.allowlist, timeoutMs: o.timeoutMs, lookupAll: o.lookupAll }),
+    connections: o.connections,
+    pipelining: o.pipelining,
+  })
+}
+
+/** Connect timeout and sockets per origin of the shared download agents. */
+const DOWNLOAD_CONNECT_TIMEOUT_MS = 15_000
+const DOWNLOAD_CONNECTIONS = 8
+const downloadAgents = new Map<string, Agent>()
+
+/**
+ * The guarded agent of downloads (provider results): one per allowlist for the life of the
+ * process, so its sockets are kept alive from one download to the next.
+ */
+export function downloadAgent (allowlist: readonly string[]): Agent {
+  const k = allowlist.join(',')
+  let a = downloadAgents.get(k)
+  if (a === undefined) {
+    a = guardedAgent({ allowlist, timeoutMs: DOWNLOAD_CONNECT_TIMEOUT_MS, connections: DOWNLOAD_CONNECTIONS })
+    downloadAgents.set(k, a)
+  }
+  return a
+}

@@ -1,0 +1,57 @@
+// The JSON client of provider calls (src/net/json-client.ts) against a local server: any status
+// comes back with flattened headers and parsed JSON; an oversized answer is AnswerTooLarge; no
+// answer in time, an abort or a refused connection is NoAnswer saying why.
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import t from 'tap'
+import { AnswerTooLarge, NoAnswer, requestJson } from '../../src/net/json-client.js'
+
+const server = createServer((req, res) => {
+  let body = ''
+  req.on('data', (c: Buffer) => { body += c.toString() })
+  req.on('end', () => {
+    if (req.url === '/echo') {
+      res.setHeader('X-Many', ['a', 'b'])
+      res.writeHead(422, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ method: req.method, type: req.headers['content-type'], accept: req.headers.accept, got: JSON.parse(body) }))
+    } else if (req.url === '/text') res.end('not json')
+    else if (req.url === '/big') res.end('x'.repeat(5000))
+    else if (req.url === '/hang') { /* never answers */ }
+  })
+})
+await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+t.teardown(() => { server.closeAllConnections(); server.close() })
+
+t.test('any status, headers lower-cased and joined, the body parsed', async t => {
+  const r = await requestJson('POST', `${base}/echo`, { json: { a: 1 }, timeoutMs: 2000, maxBytes: 4096 })
+  t.equal(r.status, 422)
+  t.equal(r.headers['x-many'], 'a, b')
+  t.same(r.json, { method: 'POST', type: 'application/json', accept: 'application/json', got: { a: 1 } })
+  t.equal(r.text, JSON.stringify(r.json))
+  const plain = await requestJson('GET', `${base}/text`, { timeoutMs: 2000, maxBytes: 4096 })
+  t.same([plain.status, plain.json, plain.text], [200, null, 'not json'], 'a body that is not JSON: json is null')
+})
+
+t.test('an answer over the cap is AnswerTooLarge with its status', async t => {
+  const e = await requestJson('GET', `${base}/big`, { timeoutMs: 2000, maxBytes: 1000 }).catch((x: unknown) => x)
+  t.type(e, AnswerTooLarge)
+  t.same([(e as AnswerTooLarge).status, (e as AnswerTooLarge).message], [200, 'answer larger than 1000 bytes'])
+})
+
+t.test('no answer: timeout, the caller\'s abort, a refused connection', async t => {
+  const slow = await requestJson('GET', `${base}/hang`, { timeoutMs: 100, maxBytes: 1000 }).catch((x: unknown) => x)
+  t.type(slow, NoAnswer)
+  t.equal((slow as Error).message, 'no answer within 100 ms')
+  const ac = new AbortController()
+  const aborted = requestJson('GET', `${base}/hang`, { timeoutMs: 5000, maxBytes: 1000, signal: ac.signal }).catch((x: unknown) => x)
+  ac.abort()
+  t.equal(((await aborted) as Error).message, 'aborted')
+  const closed = createServer()
+  await new Promise<void>(resolve => closed.listen(0, '127.0.0.1', resolve))
+  const port = (closed.address() as AddressInfo).port
+  await new Promise<void>(resolve => closed.close(() => resolve()))
+  const refused = await requestJson('GET', `http://127.0.0.1:${port}/`, { timeoutMs: 2000, maxBytes: 1000 }).catch((x: unknown) => x)
+  t.type(refused, NoAnswer)
+  t.match((refused as Error).message, /ECONNREFUSED|connect/)
+})

@@ -151,8 +151,9 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   let frontPool: FrontendPool | null = null
   // Upstream capacity and request budgets the shards (and this thread) count in together.
   const providerState = createSharedProviderState(config.shards)
-  // The shards' events feed the front end's caches: the pool starts once the front end is built.
+  // The shards boot while the front end is built; what they report before it exists waits for it.
   let front: FrontEnd | null = null
+  const early: ShardEvent[] = []
   const shards = new ShardPool({
     shards: config.shards,
     databaseUrl,
@@ -161,11 +162,11 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     providerState,
     onLog: (level, msg) => log[level](msg),
     onRestart: (shard, n) => {
-      front!.services.jobs.dropActive(a => a % n === shard)
-      front!.threads?.post({ t: 'drop', shard, n })
+      front?.services.jobs.dropActive(a => a % n === shard)
+      front?.threads?.post({ t: 'drop', shard, n })
       frontPool?.shardRestarted(shard)
     },
-    onEvent: (ev) => relay(front!, ev),
+    onEvent: (ev) => { if (front) relay(front, ev); else early.push(ev) },
   })
   const passwords = new Passwords()
   const imageScreen = new ImageScreen()
@@ -180,6 +181,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     bus,
     routes: opts.routes,
   })
+  for (const ev of early.splice(0)) relay(fe, ev)
   const services = fe.services
   const { jobs, auth, metering, limiter, sse, storage } = services
   await shards.ready()

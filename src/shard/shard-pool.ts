@@ -38,8 +38,7 @@ export interface ShardPoolOptions {
  * The main thread's handle on the shard workers (docs/architecture.md "Threads"). Account `a` lives on
  * shard `a mod N`. Each shard is a ManagedWorker with its channel: `ask` pairs a request with
  * its reply; a dead worker's pending asks fail with INTERNAL_ERROR and the worker is restarted
- * (its actors recover from PostgreSQL). The workers start with `start()`, so that what their
- * events feed (the front end's caches) can be built first.
+ * (its actors recover from PostgreSQL).
  */
 export class ShardPool implements Shards {
   private readonly workers: Array<ManagedWorker<ToShard, FromShard>> = []
@@ -48,16 +47,11 @@ export class ShardPool implements Shards {
 
   constructor (private readonly opts: ShardPoolOptions) {
     this.size = opts.shards
-  }
-
-  /** Starts the workers (once). */
-  start (): this {
-    if (this.workers.length === 0) for (let i = 0; i < this.size; i++) this.workers.push(this.spawn(i))
-    return this
+    for (let i = 0; i < this.size; i++) this.workers.push(this.spawn(i))
   }
 
   /** Resolves when every shard has loaded and connected. */
-  async ready (): Promise<void> { await Promise.all(this.start().workers.map(w => w.ready)) }
+  async ready (): Promise<void> { await Promise.all(this.workers.map(w => w.ready)) }
 
   /** Restarts so far (observability and tests). */
   get restarts (): number { return this.workers.reduce((n, w) => n + w.restarts, 0) }
@@ -70,9 +64,7 @@ export class ShardPool implements Shards {
 
   askShard<K extends ShardTag> (shard: number, msg: { type: K } & ShardRequests[K]['req'], timeoutMs?: number): Promise<ShardRequests[K]['res']> {
     if (this.closing) return Promise.reject(new ApiError('SERVICE_UNAVAILABLE', 'Service is shutting down'))
-    const w = this.workers[shard]
-    if (w === undefined) return Promise.reject(new ApiError('SERVICE_UNAVAILABLE', `Shard ${shard} is not running`))
-    return w.channel.ask(msg.type, msg as ReqOf<ToShard, K>, timeoutMs) as Promise<ShardRequests[K]['res']>
+    return this.workers[shard].channel.ask(msg.type, msg as ReqOf<ToShard, K>, timeoutMs) as Promise<ShardRequests[K]['res']>
   }
 
   private spawn (shard: number): ManagedWorker<ToShard, FromShard> {

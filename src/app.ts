@@ -1,45 +1,33 @@
 import { loadRouting } from './providers/routing.js'
-import { Providers } from './providers/registry.js'
 import { randomBytes } from 'node:crypto'
 import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { createServer } from 'node:net'
 import type { Logger } from 'pino'
 import { DeliveryPool } from './webhooks/delivery-pool.js'
 import { ShardPool } from './shard/shard-pool.js'
+import type { ShardEvent } from './shard/protocol.js'
 import type { Config } from './config.js'
-import { connect, containDriverFaults, DbHealth, ping, type Sql } from './db/connect.js'
+import { connect, containDriverFaults, type Sql } from './db/connect.js'
 import { startEmbedded, type EmbeddedDb } from './db/embedded.js'
 import { migrate } from './db/migrate.js'
-import { Authenticator } from './http/auth.js'
-import { buildOpenApi } from './http/openapi.js'
+import { buildFrontEnd, type FrontEnd } from './http/front-end.js'
 import { RateLimiter } from './http/rate-limit.js'
 import type { Route } from './http/route.js'
-import { allRoutes } from './http/routes/index.js'
-import { HttpServer } from './http/server.js'
-import { Metering } from './metering.js'
-import { ThreadedMetering } from './http/front-ends/metering.js'
 import type { Services } from './services.js'
 import { Passwords } from './util/passwords.js'
 import { ImageScreen } from './media/screen.js'
-import { JobCache } from './jobs/cache.js'
-import { SseHub } from './http/sse.js'
-import { Tickets } from './http/tickets.js'
 import { RedisBus } from './redis.js'
-import { RedisRateLimiter } from './http/rate-limit-redis.js'
-import { MemoryLoginThrottle, RedisLoginThrottle } from './http/login-throttle.js'
-import { MemorySignupThrottle, MemoryWindow, RedisSignupThrottle } from './http/address-window.js'
-import { CALLBACK_REFUSALS_PER_MINUTE } from './http/routes/providers.js'
-import { createStorage } from './storage/index.js'
+import { MemoryLoginThrottle } from './http/login-throttle.js'
+import { MemorySignupThrottle } from './http/address-window.js'
 import { UploadSweeper } from './storage/sweeper.js'
 import { Metrics } from './metrics.js'
 import { nodeRouteStates } from './providers/route-states.js'
 import { trackSize } from './worker-stats.js'
 import { createLogger } from './log.js'
-import { createServer } from 'node:net'
-import { ThreadBus } from './threads/bus.js'
 import { FrontendPool } from './http/front-ends/pool.js'
 import { createSharedProviderState } from './providers/capacity.js'
-import { createSharedLimits, SharedRateLimiter, SharedStreamCounts } from './http/front-ends/shared-limits.js'
+import { createSharedLimits, type SharedRateLimiter } from './http/front-ends/shared-limits.js'
 
 export interface App {
   port: number
@@ -62,6 +50,27 @@ function freePort (host: string): Promise<number> {
       srv.close(() => resolve(port))
     })
   })
+}
+
+/**
+ * A shard's event on the main thread: the other front-end threads first (they fan out to their
+ * SSE streams while this thread writes to its own), then this thread's read cache, then the
+ * other nodes (Redis).
+ */
+function relay (front: FrontEnd, ev: ShardEvent): void {
+  const { jobs, bus, metrics } = front.services
+  if (ev.type === 'job.progress') {
+    // Compact non-terminal change: patched into the cached view; other front-end
+    // threads patch theirs; other nodes get the full view (their caches may lack it).
+    front.threads?.post({ t: 'prog', a: ev.accountId, p: { id: ev.id, status: ev.status, progress: ev.progress, updated_at: ev.updated_at } })
+    const view = jobs.progress(ev.accountId, ev)
+    if (view !== null) bus?.publish({ t: 'job', a: ev.accountId, j: view })
+    return
+  }
+  if (ev.job.status === 'completed' || ev.job.status === 'failed' || ev.job.status === 'cancelled') metrics.jobFinished(ev.job.status)
+  front.threads?.post({ t: 'job', a: ev.accountId, j: ev.job })
+  jobs.update(ev.accountId, ev.job)
+  bus?.publish({ t: 'job', a: ev.accountId, j: ev.job })
 }
 
 export interface AppOptions {
@@ -90,7 +99,11 @@ async function persistedSecret (dataDir: string, name: string): Promise<{ value:
   return { value, created: true }
 }
 
-/** Boots the whole service (src/main.ts only adds signals). Used by tests with PORT 0. */
+/**
+ * Boots the whole service (src/main.ts only adds signals); the composition root of the main
+ * thread (docs/architecture.md "Threads"): the shard pool, the front end (src/http/front-end.ts),
+ * the delivery pool, the other front-end threads. Used by tests with PORT 0.
+ */
 export async function createApp (config: Config, opts: AppOptions = {}): Promise<App> {
   const log = opts.logger ?? createLogger(config.logLevel, { secrets: [config.adminToken ?? '', config.jwtSecret ?? '', config.metricsToken ?? ''] })
   // The routing file (and each route against its upstream schema) is checked before anything
@@ -126,28 +139,21 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
 
 
   const nodeId = process.env.NODE_ID || (await persistedSecret(config.dataDir, 'node-id')).value.slice(0, 16)
+  const version = await readVersion()
   const bus = config.redisUrl ? new RedisBus(config.redisUrl, config.redisPrefix, nodeId, log) : null
-  const jobs = new JobCache(config.jobCacheMb * 1024 * 1024)
   const metrics = new Metrics({ processMetrics: true })
   // Front-end threads (docs/decisions.md "Front-end threads"): test-only extra routes are
   // functions, which cannot cross threads, so an app given some keeps one front end.
   const frontends = opts.routes?.length ? 1 : config.frontends
   if (frontends !== config.frontends) log.info({ frontends: config.frontends }, 'extra routes given: one front-end thread')
   const limits = frontends > 1 ? createSharedLimits() : null
+  const threadBus = limits ? `genjobs-frontends-${randomBytes(8).toString('hex')}` : null
   let frontPool: FrontendPool | null = null
-  const sse = new SseHub(config.sseHeartbeatMs, limits ? new SharedStreamCounts(limits.streams) : undefined)
-  const busName = `genjobs-frontends-${randomBytes(8).toString('hex')}`
-  let auth: Authenticator | null = null
-  // Main thread side of the thread bus: invalidations made on another front end go to Redis too.
-  const threads = limits ? new ThreadBus(busName, (m) => {
-    if (m.t !== 'inv') return
-    if (m.k === 'key') auth?.invalidateKey(m.id, false)
-    else auth?.invalidateAccount(Number(m.id), false)
-    bus?.publish({ t: 'inv', k: m.k, id: m.id })
-  }) : null
-  jobs.onUpdate((_accountId, view) => sse.publish(view))
   // Upstream capacity and request budgets the shards (and this thread) count in together.
   const providerState = createSharedProviderState(config.shards)
+  // The shards boot while the front end is built; what they report before it exists waits for it.
+  let front: FrontEnd | null = null
+  const early: ShardEvent[] = []
   const shards = new ShardPool({
     shards: config.shards,
     databaseUrl,
@@ -156,79 +162,50 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     providerState,
     onLog: (level, msg) => log[level](msg),
     onRestart: (shard, n) => {
-      jobs.dropActive(a => a % n === shard)
-      threads?.post({ t: 'drop', shard, n })
+      front?.services.jobs.dropActive(a => a % n === shard)
+      front?.threads?.post({ t: 'drop', shard, n })
       frontPool?.shardRestarted(shard)
     },
-    onEvent: (ev) => {
-      if (ev.type === 'job.progress') {
-        // Compact non-terminal change: patched into the cached view; other front-end
-        // threads patch theirs; other nodes get the full view (their caches may lack it).
-        threads?.post({ t: 'prog', a: ev.accountId, p: { id: ev.id, status: ev.status, progress: ev.progress, updated_at: ev.updated_at } })
-        const view = jobs.progress(ev.accountId, ev)
-        if (view !== null) bus?.publish({ t: 'job', a: ev.accountId, j: view })
-        return
-      }
-      if (ev.type !== 'job.updated') return
-      if (ev.job.status === 'completed' || ev.job.status === 'failed' || ev.job.status === 'cancelled') metrics.jobFinished(ev.job.status)
-      // The other front-end threads first: they fan out to their SSE streams while this thread
-      // writes to its own, instead of after it.
-      threads?.post({ t: 'job', a: ev.accountId, j: ev.job })
-      jobs.update(ev.accountId, ev.job)
-      bus?.publish({ t: 'job', a: ev.accountId, j: ev.job })
-    },
+    onEvent: (ev) => { if (front) relay(front, ev); else early.push(ev) },
   })
+  const passwords = new Passwords()
+  const imageScreen = new ImageScreen()
+  // AUTH_CACHE_MB: 3/4 for the credential caches (src/http/front-end.ts), 1/4 for the in-process login throttle.
+  const loginThrottle = new MemoryLoginThrottle(Math.floor(config.authCacheMb * 1024 * 1024 / 4))
+  const fe = front = await buildFrontEnd({
+    config, log, sql, databaseUrl, jwtSecret, adminToken, nodeId, version, shards, metrics, limits, providerState,
+    threadBus,
+    meteringPeers: limits ? (accountId) => frontPool?.flushMetering(accountId) ?? Promise.resolve() : null,
+    passwords, imageScreen, loginThrottle, signupThrottle: new MemorySignupThrottle(),
+    redis: bus?.pub ?? null,
+    bus,
+    routes: opts.routes,
+  })
+  for (const ev of early.splice(0)) relay(fe, ev)
+  const services = fe.services
+  const { jobs, auth, metering, limiter, sse, storage } = services
   await shards.ready()
-
-  // AUTH_CACHE_MB: 3/4 for the credential caches, 1/4 for the in-process login throttle.
-  const authBudget = config.authCacheMb * 1024 * 1024
-  auth = new Authenticator(sql, jwtSecret, adminToken, 5000, Math.floor(authBudget * 3 / 4))
-  const authn = auth
-  auth.onInvalidate = (k, id) => {
-    bus?.publish({ t: 'inv', k, id })
-    threads?.post({ t: 'inv', k, id })
-  }
   if (bus) {
     await bus.start((m) => {
       // The other front-end threads of this node hear it too (first: they fan out meanwhile).
-      threads?.post(m.t === 'job' ? { t: 'job', a: m.a, j: m.j } : { t: 'inv', k: m.k, id: m.id })
+      fe.threads?.post(m.t === 'job' ? { t: 'job', a: m.a, j: m.j } : { t: 'inv', k: m.k, id: m.id })
       if (m.t === 'job') jobs.update(m.a, m.j)
-      else if (m.k === 'key') authn.invalidateKey(m.id, false)
-      else authn.invalidateAccount(Number(m.id), false)
+      else if (m.k === 'key') auth.invalidateKey(m.id, false)
+      else auth.invalidateAccount(Number(m.id), false)
     })
-  }
-  const passwords = new Passwords()
-  const imageScreen = new ImageScreen()
-  const limiter = limits ? new SharedRateLimiter(limits.rate) : new RateLimiter()
-  const metering = limits
-    ? new ThreadedMetering(sql, log, auth.lastUsed, config.meteringRetentionDays)
-    : new Metering(sql, log, auth.lastUsed, config.meteringRetentionDays)
-  if (metering instanceof ThreadedMetering) metering.peers = (accountId) => frontPool?.flushMetering(accountId) ?? Promise.resolve()
-  const storage = await createStorage(config)
-  const probeSql = connect(databaseUrl, { max: 1, stallMs: config.dbStallTimeoutMs })
-  const dbHealth = new DbHealth(() => ping(probeSql), 250, (up, why) => log.warn(up ? 'database reachable again' : `database unreachable (${why})`))
-  const providers = await Providers.load(config, storage, config.shards, { shared: providerState, log: (msg, extra) => log.warn(extra ?? {}, msg) })
-  const services: Services = {
-    providers, config, sql, dbHealth, shards, auth, passwords, imageScreen, jwtSecret, log, metering, limiter, storage, jobs, sse, bus,
-    redisLimiter: bus ? new RedisRateLimiter(bus.pub, config.redisPrefix) : null,
-    loginThrottle: bus ? new RedisLoginThrottle(bus.pub, config.redisPrefix) : new MemoryLoginThrottle(Math.floor(authBudget / 4)),
-    signupThrottle: bus ? new RedisSignupThrottle(bus.pub, config.redisPrefix) : new MemorySignupThrottle(),
-    callbackRefusals: new MemoryWindow(CALLBACK_REFUSALS_PER_MINUTE, 60_000),
-    nodeId, tickets: new Tickets(jwtSecret),
-    metrics, version: await readVersion()
   }
   // webhooks (docs/architecture.md "Threads")
   const delivery = new DeliveryPool({
-    databaseUrl, config, version: services.version, maxWorkers: config.webhookWorkers, onLog: (level, msg) => log[level](msg),
+    databaseUrl, config, version, maxWorkers: config.webhookWorkers, onLog: (level, msg) => log[level](msg),
   })
   await delivery.ready()
   trackSize('job_cache', () => jobs.size)
   trackSize('job_cache_bytes', () => jobs.bytes)
-  trackSize('auth_keys', () => authn.cacheSizes.keys)
-  trackSize('auth_accounts', () => authn.cacheSizes.accounts)
-  trackSize('auth_cache_bytes', () => authn.cacheSizes.bytes)
+  trackSize('auth_keys', () => auth.cacheSizes.keys)
+  trackSize('auth_accounts', () => auth.cacheSizes.accounts)
+  trackSize('auth_cache_bytes', () => auth.cacheSizes.bytes)
   trackSize('metering_pending', () => metering.pending)
-  trackSize('rate_limit_windows', () => limiter instanceof RateLimiter ? limiter.size : limiter.size())
+  trackSize('rate_limit_windows', () => limiter instanceof RateLimiter ? limiter.size : (limiter as SharedRateLimiter).size())
   metrics.setSources({
     sql,
     sseOpen: () => sse.size,
@@ -240,16 +217,12 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     },
   })
 
-  let doc: unknown = null
-  const routes = allRoutes(() => doc, opts.routes)
-  doc = Object.freeze(buildOpenApi(routes, { version: services.version, serverUrl: config.publicBaseUrl }))
-  const server = new HttpServer(services, routes)
   let port: number
-  if (frontends === 1) port = await server.listen(config.host, config.port)
+  if (frontends === 1) port = await fe.listen(config.host, config.port)
   else {
     // Every front end listens on one fixed port; a port picked free can be taken by someone else before we bind it: retry.
     for (let attempt = 0; ; attempt++) {
-      try { port = await server.listen(config.host, config.port || await freePort(config.host)); break } catch (err) {
+      try { port = await fe.listen(config.host, config.port || await freePort(config.host)); break } catch (err) {
         if (config.port !== 0 || attempt >= 5) throw err
       }
     }
@@ -257,8 +230,8 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
       extra: frontends - 1,
       shards,
       init: {
-        config, databaseUrl, nodeId, jwtSecret, adminToken, version: services.version,
-        host: config.host, port, shards: config.shards, limits: limits!, bus: busName,
+        config, databaseUrl, nodeId, jwtSecret, adminToken, version,
+        host: config.host, port, shards: config.shards, limits: limits!, bus: threadBus!,
       },
       handlers: {
         'password.hash': (r) => passwords.hash(r.password),
@@ -287,21 +260,14 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
     adminToken,
     get frontends () { return frontPool },
     close: () => (closed ??= (async () => {
-      sse.close()
-      await Promise.all([server.close(), frontPool?.close()])
-      threads?.close()
+      await sweeper.stop()
+      // The front ends drain first (the other threads still ask this one meanwhile), then what they used.
+      await Promise.all([fe.close(), frontPool?.close()])
       await bus?.close()
       await shards.close()
-      providers.close()
-      await metering.close()
-      limiter.close()
       await passwords.close()
       await imageScreen.close()
-      await sweeper.stop()
-      storage.close?.()
       await delivery.close()
-      dbHealth.close()
-      await probeSql.end({ timeout: 1 })
       await sql.end({ timeout: 5 })
       if (embedded) await embedded.stop()
     })()),

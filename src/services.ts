@@ -18,7 +18,7 @@ import type { Providers } from './providers/registry.js'
 import type { RedisRateLimiter } from './http/rate-limit-redis.js'
 import type { Metrics } from './metrics.js'
 
-/** What route handlers can use. Built once by src/app.ts. */
+/** What route handlers can use: one per front end, built by src/http/front-end.ts (docs/architecture.md "Threads"). */
 export interface Services {
   config: Config
   /** The main thread's pool (reads, key management, operator writes that bypass actors). */

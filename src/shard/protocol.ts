@@ -1,3 +1,4 @@
+import type { MessagePort } from 'node:worker_threads'
 import type { Config } from '../config.js'
 import type { JobProgress, JobView } from '../jobs/view.js'
 import type { UpstreamState } from '../providers/upstream.js'
@@ -6,9 +7,9 @@ import type { SharedProviderState } from '../providers/capacity.js'
 import type { AccountView, BatchItemView, BatchView, CreatedJobView, JobCaller, JobOrder } from '../domain.js'
 
 /**
- * Every message that crosses a thread boundary (docs/architecture.md "Messages between threads").
- * Only plain data crosses; errors cross as codes of src/errors.ts and are rebuilt on arrival.
- * Messages are batched per event-loop turn and cross as plain objects (src/threads/port.ts).
+ * The shard boundary (docs/architecture.md "Messages between threads"): what the main thread
+ * and the front-end threads ask a shard (`ToShard`), and what a shard tells the main thread
+ * (`FromShard`). Only plain data crosses; it crosses on a src/threads/channel.ts Channel.
  */
 
 export type { AccountView, BatchItemView, BatchView, CreatedJobView, CreditKind, JobCaller, JobOrder, JobSpec } from '../domain.js'
@@ -53,25 +54,11 @@ export interface ShardRequests {
 }
 
 export type ShardTag = keyof ShardRequests
+/** A request as it crosses: its tag in `type`, so one union covers them all. */
 export type ShardMsg = { [K in ShardTag]: { type: K } & ShardRequests[K]['req'] }[ShardTag]
 
-/** A request envelope: `id` pairs it with its reply. */
-export interface Envelope { id: number; msg: ShardMsg }
-
-/** Any request's reply value. */
-export type ShardReply = ShardRequests[ShardTag]['res']
-
-/** A shard's handler for each request type, returning that type's reply (typed both ways). */
-export type ShardHandlers = { [K in ShardTag]: (msg: { type: K } & ShardRequests[K]['req']) => Promise<ShardRequests[K]['res']> }
-
-/** A reply envelope. */
-export type ReplyEnvelope =
-  | { id: number; ok: true; value: ShardReply }
-  | { id: number; ok: false; code: string; message: string; extra?: Record<string, unknown> }
-
-/** Events a shard pushes to the main thread unasked (job status changes, ...). */
+/** Events a shard pushes to the main thread unasked. */
 export type ShardEvent =
-  | { type: 'shard.ready'; shard: number }
   /** Every persisted change of a job (status, progress, terminal): feeds the read cache and SSE. */
   | { type: 'job.updated'; accountId: number; job: JobView }
   /**
@@ -80,15 +67,24 @@ export type ShardEvent =
    */
   | ({ type: 'job.progress'; accountId: number } & JobProgress)
 
-/** One postMessage carries one batch: requests, replies and events of one event-loop turn. */
-export interface Batch {
-  req?: Envelope[]
-  rep?: ReplyEnvelope[]
-  ev?: ShardEvent[]
+/** What a front end (main thread or another front-end thread) sends a shard. */
+export interface ToShard {
+  asks: { [K in ShardTag]: { req: { type: K } & ShardRequests[K]['req']; res: ShardRequests[K]['res'] } }
+  tells: {
+    /** From the main thread: a front-end thread's own channel to this shard (src/http/front-ends/pool.ts). */
+    attach: { port: MessagePort }
+  }
 }
 
-/** From the main thread to a shard: a front-end thread's channel to it (src/http/front-ends/pool.ts). */
-export interface ShardAttach { attach: import('node:worker_threads').MessagePort }
+/** What a shard sends: events, to the main thread only (it asks nothing). */
+export interface FromShard {
+  asks: Record<never, never>
+  tells: {
+    ready: Record<never, never>
+    'job.updated': Extract<ShardEvent, { type: 'job.updated' }>
+    'job.progress': Extract<ShardEvent, { type: 'job.progress' }>
+  }
+}
 
 /** What a shard worker is started with. */
 export interface ShardInit {

@@ -1,4 +1,4 @@
-import { parentPort, workerData, type MessagePort } from 'node:worker_threads'
+import { parentPort, workerData } from 'node:worker_threads'
 import { createLogger } from '../log.js'
 import { ApiError } from '../errors.js'
 import { connect, containDriverFaults, DbHealth, dbUnavailable, isDbUnavailable, ping } from '../db/connect.js'
@@ -11,8 +11,8 @@ import { ActorTable } from './eviction.js'
 import { GroupCommit } from './group-commit.js'
 import { RedisInFlight } from './inflight.js'
 import { nameThread, snapshotStats, trackMailboxes, trackSize } from '../worker-stats.js'
-import { BatchedPort } from '../threads/port.js'
-import type { Batch, Envelope, ShardAttach, ShardHandlers, ShardInit, ShardMsg, ShardReply } from './protocol.js'
+import { Channel, type ChannelOptions, type Handlers } from '../threads/channel.js'
+import type { FromShard, ShardInit, ToShard } from './protocol.js'
 import { specOfOrder } from '../jobs/spec.js'
 
 /**
@@ -32,7 +32,6 @@ const sql = connect(init.databaseUrl, { max: 4, stallMs: config.dbStallTimeoutMs
 const probeSql = connect(init.databaseUrl, { max: 1, stallMs: config.dbStallTimeoutMs })
 const health = new DbHealth(() => ping(probeSql), 250, (up, why) => log.warn(up ? 'database reachable again' : `database unreachable (${why})`))
 const commit = new GroupCommit(sql)
-const port = new BatchedPort(parentPort!)
 const storage = await createStorage(config)
 const deps: ActorDeps = {
   sql,
@@ -50,7 +49,7 @@ const deps: ActorDeps = {
   multiNode: config.redisUrl !== undefined,
   inflight: config.redisUrl !== undefined ? new RedisInFlight(config.redisUrl, config.redisPrefix, LEASE_MS) : null,
   progress: new Map<string, { row: JobRow; since: number }>(),
-  emit: (ev) => port.event(ev),
+  emit: (ev) => { if (ev.type === 'job.updated') main.tell(ev.type, ev); else main.tell(ev.type, ev) },
   log: (level, msg, extra) => log[level](extra ?? {}, msg),
 }
 
@@ -72,7 +71,7 @@ function account (id: number): AccountActor { checkShard(id); return accounts.ge
 /** One message for account `id`: the actor stays until it is answered. */
 function on<T> (id: number, fn: (a: AccountActor) => Promise<T>): Promise<T> { checkShard(id); return accounts.use(id, fn) }
 
-const handlers: ShardHandlers = {
+const handlers: Handlers<ToShard> = {
   'account.get': (m) => on(m.accountId, a => a.get()),
   'account.credit': (m) => on(m.accountId, a => a.credit(m)),
   'account.reload': (m) => on(m.accountId, a => a.reload()),
@@ -86,43 +85,31 @@ const handlers: ShardHandlers = {
   'shard.ping': async () => { await commit.idle(); return { shard: init.shard, actors: accounts.size } },
   'shard.stats': async () => snapshotStats(),
 }
-
-function handle (msg: ShardMsg): Promise<ShardReply> {
-  return (handlers[msg.type] as (m: ShardMsg) => Promise<ShardReply>)(msg)
+// Once the database is known to be away, a caller waits a bounded time (health.guard): every
+// handler is wrapped once here, not per message.
+for (const k of Object.keys(handlers) as Array<keyof typeof handlers>) {
+  const h = handlers[k] as (m: unknown) => Promise<unknown>
+  ;(handlers as Record<string, (m: unknown) => Promise<unknown>>)[k] = (m) => health.guard(h(m))
 }
 
-function dispatch (env: Envelope, port: BatchedPort): void {
-  let p: Promise<ShardReply>
-  try { p = health.guard(handle(env.msg)) } catch (e) { p = Promise.reject(e) }
-  p.then(
-    (value) => port.reply({ id: env.id, ok: true, value }),
-    (err: unknown) => {
-      if (err instanceof ApiError) {
-        port.reply({ id: env.id, ok: false, code: err.code, message: err.message, extra: err.extra as Record<string, unknown> | undefined })
-      } else if (isDbUnavailable(err)) {
-        const e = dbUnavailable()
-        port.reply({ id: env.id, ok: false, code: e.code, message: e.message, extra: e.extra })
-      } else {
-        log.error({ err, type: env.msg.type }, 'shard handler failed')
-        port.reply({ id: env.id, ok: false, code: 'INTERNAL_ERROR', message: 'Internal error; safe to retry with the same Idempotency-Key' })
-      }
-    })
+/** The same answers on every channel: the main thread's and each front-end thread's. */
+const answers: ChannelOptions<ToShard> = {
+  peer: 'front end',
+  handlers,
+  failure: (err, tag) => {
+    if (isDbUnavailable(err)) return dbUnavailable()
+    log.error({ err, type: tag }, 'shard handler failed')
+    return new ApiError('INTERNAL_ERROR', 'Internal error; safe to retry with the same Idempotency-Key')
+  },
 }
 
-parentPort!.on('message', (data: Batch | ShardAttach) => {
-  if ('attach' in data) { attach(data.attach); return }
-  if (data.req) for (const env of data.req) dispatch(env, port)
+const main = Channel.over<FromShard, ToShard>(parentPort!, {
+  ...answers,
+  peer: 'main thread',
+  // A front-end thread's own channel to this shard (docs/decisions.md "Front-end threads"):
+  // its requests are answered on the port they came from; events still go to the main thread.
+  onTell: (m) => { if (m.tag === 'attach') Channel.over<FromShard, ToShard>(m.body.port, answers) },
 })
-
-/**
- * A front-end thread's own channel to this shard (docs/decisions.md "Front-end threads"):
- * its requests are answered on the port they came from; events still go to the main thread.
- */
-function attach (p: MessagePort): void {
-  const out = new BatchedPort(p)
-  p.on('message', (b: Batch) => { if (b.req) for (const env of b.req) dispatch(env, out) })
-  p.on('close', () => p.removeAllListeners())
-}
 
 // Job ownership (docs/architecture.md "Durability"): at start, take back what a previous run of this node left
 // unfinished plus any job whose owner's shard stopped renewing; then keep renewing this shard's lease and
@@ -187,4 +174,4 @@ const progressTimer = setInterval(() => {
 }, PROGRESS_FLUSH_MS)
 progressTimer.unref()
 
-port.event({ type: 'shard.ready', shard: init.shard })
+main.tell('ready', {})

@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os'
 import type { Config } from '../config.js'
-import type { DeliveryCommand, DeliveryInit, DeliveryReport } from './delivery-worker.js'
+import type { DeliveryInit, FromDelivery, ToDelivery } from './protocol.js'
 import { CLAIM_LEASE_S, DELIVERY_TIMEOUT_MS } from './delivery.js'
 import { ManagedWorker } from '../threads/worker-lifecycle.js'
 import type { StatsSnapshot } from '../worker-stats.js'
@@ -19,7 +19,7 @@ export interface DeliveryPoolOptions {
 }
 
 interface Slot {
-  worker: ManagedWorker<DeliveryReport>
+  worker: ManagedWorker<ToDelivery, FromDelivery>
   /** Its last claim filled the limit: more rows are due than it can hold. */
   deep: boolean
   /** The first worker: always running, restarted if it dies. Extra workers are not. */
@@ -27,8 +27,6 @@ interface Slot {
   stopping: boolean
   /** Set once it is being stopped: settles when it has ended. */
   stopped?: Promise<void>
-  /** Called when the worker reports `stopped` or ends. */
-  onStopped?: () => void
 }
 
 /**
@@ -37,9 +35,10 @@ interface Slot {
  * another is started, up to `maxWorkers`, and extra workers are stopped once no worker has
  * reported a deep backlog for `idleRetireMs`. Workers claim with a lease and SKIP
  * LOCKED, exactly as pools of different nodes do, so no delivery is held by two of them at
- * once. Each worker's start, restart and drain is the shared ManagedWorker lifecycle (issue
- * 12): it holds no state that is not in PostgreSQL, so a crashed primary is restarted, and the
- * rows any worker had claimed come back when their lease expires.
+ * once. Each worker's start, restart and drain is the shared ManagedWorker lifecycle, its
+ * messages the channel of src/webhooks/protocol.ts: it holds no state that is not in
+ * PostgreSQL, so a crashed primary is restarted, and the rows any worker had claimed come back
+ * when their lease expires.
  */
 export class DeliveryPool {
   private readonly slots: Slot[] = []
@@ -51,8 +50,6 @@ export class DeliveryPool {
   private readonly primary: Slot
   /** Extra workers started so far (observability and tests). */
   scaleUps = 0
-  private statsSeq = 0
-  private readonly statsWaiters = new Map<number, (s: StatsSnapshot | null) => void>()
 
   constructor (private readonly opts: DeliveryPoolOptions) {
     this.maxWorkers = Math.max(1, opts.maxWorkers ?? Math.max(1, Math.floor(availableParallelism() / 2)))
@@ -78,12 +75,7 @@ export class DeliveryPool {
    */
   async stats (timeoutMs = 1000): Promise<StatsSnapshot[]> {
     if (this.closing) return []
-    const all = await Promise.all(this.slots.filter(s => !s.stopping).map(s => new Promise<StatsSnapshot | null>(resolve => {
-      const id = ++this.statsSeq
-      const timer = setTimeout(() => { this.statsWaiters.delete(id); resolve(null) }, timeoutMs)
-      this.statsWaiters.set(id, (snap) => { clearTimeout(timer); this.statsWaiters.delete(id); resolve(snap) })
-      s.worker.post({ type: 'stats', id } satisfies DeliveryCommand)
-    })))
+    const all = await Promise.all(this.slots.filter(s => !s.stopping).map(s => s.worker.channel.ask('stats', {}, timeoutMs).catch(() => null)))
     return all.filter((x): x is StatsSnapshot => x !== null)
   }
 
@@ -93,23 +85,19 @@ export class DeliveryPool {
       leaseSeconds: this.opts.leaseSeconds ?? CLAIM_LEASE_S,
     }
     const slot = { deep: false, primary, stopping: false } as Slot
-    slot.worker = new ManagedWorker<DeliveryReport>({
+    slot.worker = new ManagedWorker<ToDelivery, FromDelivery>({
       url: new URL('./delivery-worker.js', import.meta.url),
       data: () => init,
       name: primary ? 'webhook delivery worker' : 'extra webhook delivery worker',
       restart: primary,
-      onMessage: (m, ready) => {
-        if (m.type === 'ready') ready()
-        else if (m.type === 'stopped') slot.onStopped?.()
-        else if (m.type === 'stats') this.statsWaiters.get(m.id)?.(m.stats)
-        else if (m.type === 'backlog') {
-          slot.deep = m.deep
-          if (m.deep) { this.lastDeepAt = Date.now(); this.scaleUp() }
-        }
+      handlers: {},
+      onTell: (m) => {
+        if (m.tag !== 'backlog') return
+        slot.deep = m.body.deep
+        if (m.body.deep) { this.lastDeepAt = Date.now(); this.scaleUp() }
       },
       onExit: () => {
         slot.deep = false
-        slot.onStopped?.()
         // A primary is restarted in place (same slot); an extra one is gone for good.
         if (!primary || this.closing || slot.stopping) this.remove(slot)
       },
@@ -150,11 +138,8 @@ export class DeliveryPool {
   private async stopSlot (s: Slot, graceMs: number): Promise<void> {
     s.stopping = true
     s.deep = false
-    const drain = () => new Promise<void>(resolve => {
-      s.onStopped = resolve
-      s.worker.post({ type: 'stop', graceMs } satisfies DeliveryCommand)
-    })
-    await s.worker.close(drain, graceMs + 5000)
+    // A worker that ends meanwhile fails the ask: the drain is over either way.
+    await s.worker.close(() => s.worker.channel.ask('stop', { graceMs }, graceMs + 5000), graceMs + 5000)
     this.remove(s)
   }
 

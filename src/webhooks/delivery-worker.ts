@@ -1,7 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import type { Logger } from 'pino'
 import { createLogger } from '../log.js'
-import type { Config } from '../config.js'
 import { connect, containDriverFaults, isDbUnavailable, within, type Sql } from '../db/connect.js'
 import { claimDueDeliveries, disableDelivery, recordAttempt, recordAttempts, releaseClaims, type ClaimedDelivery } from '../db/webhooks.js'
 import { AttemptWriter } from './delivery-attempts.js'
@@ -11,21 +10,10 @@ import { guardedConnector } from '../net/dns-guard.js'
 import { Sender } from './delivery-send.js'
 import { MAX_CONNECTIONS, PIPELINING, type Connector } from '../net/h1-client.js'
 import { GroupCommit } from '../shard/group-commit.js'
-import { observeDelivery, snapshotStats, type StatsSnapshot } from '../worker-stats.js'
+import { observeDelivery, snapshotStats } from '../worker-stats.js'
+import { Channel } from '../threads/channel.js'
+import type { DeliveryInit, FromDelivery, ToDelivery } from './protocol.js'
 
-/** What the delivery worker is started with (src/webhooks/delivery-pool.ts). */
-export interface DeliveryInit {
-  databaseUrl: string
-  config: Config
-  version: string
-  /** Claim lease (CLAIM_LEASE_S unless a test shortens it). */
-  leaseSeconds: number
-}
-
-/** Messages from the main thread. */
-export type DeliveryCommand = { type: 'stop'; graceMs: number } | { type: 'stats'; id: number }
-/** Messages to the main thread. `backlog`: whether claims fill their limit (more rows are due than this worker holds). */
-export type DeliveryReport = { type: 'ready' } | { type: 'stopped' } | { type: 'stats'; id: number; stats: StatsSnapshot } | { type: 'backlog'; deep: boolean }
 
 /** Rows claimed per query; a full batch means more are due, so the loop claims again at once. */
 const BATCH = 200
@@ -72,7 +60,8 @@ class DeliveryLoop {
     connector: Connector,
     private readonly cfg: { allowlist: readonly string[]; scale: number; userAgent: string; leaseSeconds: number },
     private readonly log: Logger,
-    private readonly report: (m: DeliveryReport) => void = () => {},
+    /** Tells the pool whether claims fill their limit (a deep backlog: it may start another worker). */
+    private readonly reportBacklog: (deep: boolean) => void = () => {},
   ) {
     this.attempts = new AttemptWriter({
       // Bounded (within): a statement lost in the driver must not stop every later record.
@@ -116,7 +105,7 @@ class DeliveryLoop {
         const rows = await within(claimDueDeliveries(this.sql, limit, this.cfg.leaseSeconds), STATEMENT_TIMEOUT_MS, 'claim')
         full = rows.length === limit
         this.moreDue = full
-        if (full !== this.deep) { this.deep = full; this.report({ type: 'backlog', deep: full }) }
+        if (full !== this.deep) { this.deep = full; this.reportBacklog(full) }
         for (const r of rows) { this.held.add(r.id); this.waiting.push(r) }
         if (this.stopping) { await this.releaseWaiting(); return }
         this.pump()
@@ -245,33 +234,34 @@ const log = createLogger(config.logLevel, { base: { worker: 'delivery' }, secret
 containDriverFaults((msg, err) => log.error({ err }, msg)) // An outage never kills the worker
 const sql = connect(init.databaseUrl, { max: 3, stallMs: init.config.dbStallTimeoutMs })
 const connector = guardedConnector({ allowlist: config.webhookAllowlist, timeoutMs: DELIVERY_TIMEOUT_MS })
-const loop = new DeliveryLoop(sql, new GroupCommit(sql), connector, {
-  allowlist: config.webhookAllowlist,
-  scale: config.webhookRetryScale,
-  userAgent: `genjobs-webhooks/${init.version}`,
-  leaseSeconds: init.leaseSeconds,
-}, log, (m) => parentPort!.postMessage(m))
-
-const listener = await sql.listen('webhook_deliveries', () => loop.wake()).catch((err: unknown) => {
-  log.warn({ err }, 'LISTEN webhook_deliveries failed; polling only')
-  return null
-})
-
-parentPort!.on('message', (m: DeliveryCommand) => {
-  if (m.type === 'stats') parentPort!.postMessage({ type: 'stats', id: m.id, stats: snapshotStats() } satisfies DeliveryReport)
-  else if (m.type === 'stop') {
-    void (async () => {
+let listener: { unlisten: () => Promise<void> } | null = null
+const main = Channel.over<FromDelivery, ToDelivery>(parentPort!, {
+  peer: 'main thread',
+  handlers: {
+    stats: async () => snapshotStats(),
+    stop: async ({ graceMs }) => {
       try {
-        await loop.stop(m.graceMs)
+        await loop.stop(graceMs)
         await listener?.unlisten().catch(() => {})
         await sql.end({ timeout: 2 })
       } catch (err) {
         log.error({ err }, 'delivery worker stop failed')
       }
-      parentPort!.postMessage({ type: 'stopped' } satisfies DeliveryReport)
-    })()
-  }
+      return null
+    },
+  },
+})
+const loop = new DeliveryLoop(sql, new GroupCommit(sql), connector, {
+  allowlist: config.webhookAllowlist,
+  scale: config.webhookRetryScale,
+  userAgent: `genjobs-webhooks/${init.version}`,
+  leaseSeconds: init.leaseSeconds,
+}, log, (deep) => main.tell('backlog', { deep }))
+
+listener = await sql.listen('webhook_deliveries', () => loop.wake()).catch((err: unknown) => {
+  log.warn({ err }, 'LISTEN webhook_deliveries failed; polling only')
+  return null
 })
 
 loop.wake()
-parentPort!.postMessage({ type: 'ready' } satisfies DeliveryReport)
+main.tell('ready', {})

@@ -1,10 +1,10 @@
 import { MessageChannel } from 'node:worker_threads'
 import { ManagedWorker } from '../../threads/worker-lifecycle.js'
+import type { Handlers } from '../../threads/channel.js'
 import type { ShardPool } from '../../shard/shard-pool.js'
-import type { FrontendCalls, FrontendInit, FrontendStats, MainCalls, ToFrontend, ToMain } from './protocol.js'
-import { Rpc, type Handlers } from '../../threads/rpc.js'
+import type { FrontendInit, FrontendStats, ToFrontend, ToMain } from './protocol.js'
 
-interface Front { worker: ManagedWorker<ToMain>; rpc: Rpc<FrontendCalls, MainCalls> }
+type Front = ManagedWorker<ToFrontend, ToMain>
 
 export interface FrontendPoolOptions {
   /** Threads besides the main one. */
@@ -12,7 +12,7 @@ export interface FrontendPoolOptions {
   init: Omit<FrontendInit, 'index'>
   shards: ShardPool
   /** What the front-end threads ask of the main thread. */
-  handlers: Handlers<MainCalls>
+  handlers: Handlers<ToMain>
   onLog?: (level: 'warn' | 'error', msg: string) => void
 }
 
@@ -30,21 +30,19 @@ export class FrontendPool {
     for (let i = 1; i <= o.extra; i++) this.fronts.push(this.spawn(i))
   }
 
-  async ready (): Promise<void> { await Promise.all(this.fronts.map(f => f.worker.ready)) }
+  async ready (): Promise<void> { await Promise.all(this.fronts.map(f => f.ready)) }
 
   get size (): number { return this.fronts.length }
-  get restarts (): number { return this.fronts.reduce((n, f) => n + f.worker.restarts, 0) }
+  get restarts (): number { return this.fronts.reduce((n, f) => n + f.restarts, 0) }
 
   private spawn (index: number): Front {
-    // Assigned before the worker can answer: the worker's first messages come back on a later turn.
-    const front = {} as Front
-    front.rpc = new Rpc<FrontendCalls, MainCalls>((m) => front.worker.post(m), this.o.handlers)
-    front.worker = new ManagedWorker<ToMain>({
+    const front: Front = new ManagedWorker<ToFrontend, ToMain>({
       url: new URL('./worker.js', import.meta.url),
       data: () => ({ ...this.o.init, index } satisfies FrontendInit),
       name: `front-end ${index}`,
-      onMessage: (m, ready) => { if (m.t === 'ready') ready(); else front.rpc.receive(m) },
-      onExit: () => front.rpc.failAll(`front-end ${index} exited`),
+      handlers: this.o.handlers,
+      // A password hash waits its turn in the scrypt pool: longer than a shard's answer.
+      timeoutMs: 30_000,
       onRestart: () => { for (let s = 0; s < this.o.shards.size; s++) this.connect(front, s) },
       onLog: this.o.onLog,
     })
@@ -56,8 +54,7 @@ export class FrontendPool {
   private connect (f: Front, shard: number): void {
     const { port1, port2 } = new MessageChannel()
     this.o.shards.attach(shard, port2)
-    const m: ToFrontend = { t: 'shard', shard, port: port1 }
-    f.worker.worker.postMessage(m, [port1])
+    f.channel.tell('shard', { shard, port: port1 }, [port1])
   }
 
   /** Shard `shard` restarted: every front end gets a channel to the new worker. */
@@ -65,20 +62,14 @@ export class FrontendPool {
 
   /** Every front end's request metrics; one that does not answer in 1 s is left out. */
   async stats (): Promise<FrontendStats[]> {
-    const all = await Promise.all(this.fronts.map(f => Promise.race([
-      f.rpc.call('stats', {}),
-      new Promise<null>(resolve => setTimeout(() => resolve(null), 1000).unref()),
-    ]).catch(() => null)))
+    const all = await Promise.all(this.fronts.map(f => f.channel.ask('stats', {}, 1000).catch(() => null)))
     return all.filter((s): s is FrontendStats => s !== null)
   }
 
   /** Every front end's metering rows (all, or one account's) written; one that does not answer in 2 s is not waited for. */
   async flushMetering (accountId: number | null): Promise<void> {
     if (this.closed) return
-    await Promise.all(this.fronts.map(f => Promise.race([
-      f.rpc.call('metering.flush', { accountId }),
-      new Promise<null>(resolve => setTimeout(() => resolve(null), 2000).unref()),
-    ]).catch(() => null)))
+    await Promise.all(this.fronts.map(f => f.channel.ask('metering.flush', { accountId }, 2000).catch(() => null)))
   }
 
   /**
@@ -86,12 +77,16 @@ export class FrontendPool {
    * outside with its uWS sockets open would abort the process: Node refuses to close a loop
    * with open handles.)
    */
-  async crash (i: number): Promise<void> { await this.fronts[i - 1].rpc.call('crash', {}) }
+  async crash (i: number): Promise<void> {
+    const f = this.fronts[i - 1]
+    f.channel.tell('crash', {})
+    f.channel.flush()
+  }
 
   /** Drains every front end (stop accepting, finish requests, end streams, flush metering), then ends it. */
   async close (): Promise<void> {
     if (this.closed) return
     this.closed = true
-    await Promise.all(this.fronts.map(f => f.worker.close(() => f.rpc.call('close', {}), 15_000)))
+    await Promise.all(this.fronts.map(f => f.close(() => f.channel.ask('close', {}, 15_000), 15_000)))
   }
 }

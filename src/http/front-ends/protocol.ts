@@ -6,8 +6,9 @@ import type { HistSnap } from '../../worker-stats.js'
 import type { SharedLimitsInit } from './shared-limits.js'
 
 /**
- * Messages between the main thread and the other front-end threads (docs/decisions.md
- * "Front-end threads"), typed both ways like src/shard/protocol.ts.
+ * The front-end thread boundary (docs/architecture.md "Messages between threads"): what the
+ * main thread sends a front-end thread (`ToFrontend`) and what it sends back (`ToMain`), on a
+ * src/threads/channel.ts Channel; and the thread bus's messages (src/threads/bus.ts).
  */
 
 /** What a front-end thread asks the main thread (one shared password pool, one login throttle, one /metrics). */
@@ -31,8 +32,6 @@ export interface FrontendCalls {
   'stats': { req: Record<never, never>; res: FrontendStats }
   /** This thread's metering rows (all, or one account's) written. */
   'metering.flush': { req: { accountId: number | null }; res: null }
-  /** Test hook: the thread fails with an uncaught exception (src/http/front-ends/worker.ts closes its sockets and exits; it is restarted). */
-  'crash': { req: Record<never, never>; res: null }
   /** Graceful stop: stop accepting, drain requests, end SSE streams, flush metering. */
   'close': { req: Record<never, never>; res: null }
 }
@@ -47,21 +46,22 @@ export interface FrontendStats {
   escaped: number
 }
 
-export type Call<C> = { [K in keyof C & string]: { t: 'call'; id: number; op: K; req: C[K] extends { req: infer R } ? R : never } }[keyof C & string]
-export type Reply = { t: 'reply'; id: number; ok: true; value: unknown } | { t: 'reply'; id: number; ok: false; code: string; message: string }
+/** Main thread -> front-end thread. */
+export interface ToFrontend {
+  asks: FrontendCalls
+  tells: {
+    /** The channel to shard `shard` (at start, and again after that shard restarted). */
+    shard: { shard: number; port: MessagePort }
+    /** Test hook: the thread fails with an uncaught exception (src/http/front-ends/worker.ts closes its sockets and exits; it is restarted). */
+    crash: Record<never, never>
+  }
+}
 
-/** Main -> front end. */
-export type ToFrontend =
-  | Call<FrontendCalls>
-  | Reply
-  /** The channel to shard `shard` (at start, and again after that shard restarted). */
-  | { t: 'shard'; shard: number; port: MessagePort }
-
-/** Front end -> main. */
-export type ToMain =
-  | Call<MainCalls>
-  | Reply
-  | { t: 'ready' }
+/** Front-end thread -> main thread. */
+export interface ToMain {
+  asks: MainCalls
+  tells: { ready: Record<never, never> }
+}
 
 /** What a front-end thread is started with. */
 export interface FrontendInit {

@@ -1,41 +1,26 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { Redis } from 'ioredis'
 import { createLogger } from '../../log.js'
-import { connect, DbHealth, isDbUnavailable, isDriverFault, ping, type Sql } from '../../db/connect.js'
-import { Authenticator } from '../auth.js'
-import { buildOpenApi } from '../openapi.js'
-import { allRoutes } from '../routes/index.js'
-import { HttpServer } from '../server.js'
-import { SseHub } from '../sse.js'
-import { Tickets } from '../tickets.js'
-import { RedisRateLimiter } from '../rate-limit-redis.js'
-import { RedisLoginThrottle, type LoginThrottle } from '../login-throttle.js'
-import { MemoryWindow, RedisSignupThrottle, type SignupThrottle } from '../address-window.js'
-import { CALLBACK_REFUSALS_PER_MINUTE } from '../routes/providers.js'
-import { JobCache } from '../../jobs/cache.js'
-import { ThreadedMetering } from './metering.js'
+import { connect, isDbUnavailable, isDriverFault, type Sql } from '../../db/connect.js'
 import { Metrics } from '../../metrics.js'
-import { Providers } from '../../providers/registry.js'
-import { createStorage } from '../../storage/index.js'
-import type { Services } from '../../services.js'
-import { ThreadBus } from '../../threads/bus.js'
-import type { FrontendCalls, FrontendInit, MainCalls, ToFrontend, ToMain } from './protocol.js'
 import { containEscaped } from '../../escaped.js'
-import { Rpc } from '../../threads/rpc.js'
+import { Channel } from '../../threads/channel.js'
 import { ShardClient } from '../../shard/shard-client.js'
-import { SharedRateLimiter, SharedStreamCounts } from './shared-limits.js'
+import { buildFrontEnd, type FrontEnd } from '../front-end.js'
+import { ThreadedMetering } from './metering.js'
+import type { FrontendInit, ToFrontend, ToMain } from './protocol.js'
 
 /**
- * A front-end thread other than the main one (docs/decisions.md "Front-end threads"): its own
- * uWS App on the shared port (SO_REUSEPORT), its own caches and pools, the shards reached
- * through its own ports, the exact counters in shared memory, the password pool, the login
- * throttle and /metrics on the main thread.
+ * A front-end thread other than the main one (docs/decisions.md "Front-end threads"): the front
+ * end of src/http/front-end.ts on the shared port (SO_REUSEPORT), its own caches and pools,
+ * the shards reached through its own ports, the exact counters in shared memory; the password
+ * pool, the image screen, the login throttle and /metrics are asked of the main thread.
  */
 const init = workerData as FrontendInit
 const config = init.config
 const log = createLogger(config.logLevel, { base: { frontend: init.index }, secrets: [init.adminToken, init.jwtSecret, config.metricsToken ?? ''] })
 
-let server: HttpServer | null = null
+let front: FrontEnd | null = null
 // A failure nothing handled: close every socket first (a thread may not exit with uWS sockets
 // open, or Node aborts the whole process), then exit; the main thread restarts this one and
 // the port keeps being served by the other threads meanwhile.
@@ -51,106 +36,76 @@ process.on('uncaughtException', (err) => {
   log.error({ err }, 'front-end thread failed; restarting it')
   if (failed) return
   failed = true
-  try { server?.abort() } catch {}
+  try { front?.abort() } catch {}
   // uWS finishes closing its sockets on the next loop turns: exit once the rest is closed too.
   void close().catch(() => {}).finally(() => process.exit(1))
 })
-const post = (m: ToMain): void => parentPort!.postMessage(m)
+
 const shards = new ShardClient(init.shards)
-const sql: Sql = connect(init.databaseUrl, { max: 4, stallMs: config.dbStallTimeoutMs })
-const probeSql = connect(init.databaseUrl, { max: 1, stallMs: config.dbStallTimeoutMs })
-const dbHealth = new DbHealth(() => ping(probeSql), 250, (up) => log.warn(up ? 'database reachable again' : 'database unreachable'))
-const jobs = new JobCache(config.jobCacheMb * 1024 * 1024)
-const sse = new SseHub(config.sseHeartbeatMs, new SharedStreamCounts(init.limits.streams))
-jobs.onUpdate((_a, view) => sse.publish(view))
-// AUTH_CACHE_MB, as on the main thread: 3/4 of it for this thread's credential caches.
-const auth = new Authenticator(sql, init.jwtSecret, init.adminToken, 5000, Math.floor(config.authCacheMb * 1024 * 1024 * 3 / 4))
 const metrics = new Metrics()
-const metering = new ThreadedMetering(sql, log, auth.lastUsed, config.meteringRetentionDays)
+const main = Channel.over<ToMain, ToFrontend>(parentPort!, {
+  peer: 'main thread',
+  // A password hash waits its turn in the main thread's scrypt pool.
+  timeoutMs: 30_000,
+  handlers: {
+    stats: async () => metrics.stats(front?.services.sse.size ?? 0),
+    // This thread's rows only: the thread that asked flushes the others.
+    'metering.flush': async (r) => {
+      const m = front?.services.metering
+      if (m instanceof ThreadedMetering) await m.localFlush(r.accountId)
+      return null
+    },
+    close: async () => { await close(); return null },
+  },
+  onTell: (m) => {
+    if (m.tag === 'shard') shards.attach(m.body.shard, m.body.port)
+    else if (m.tag === 'crash') setImmediate(() => { throw new RequestedCrash('front-end crash requested (test hook)') })
+  },
+})
+metrics.delegate = () => main.ask('metrics.scrape', {})
+
+const sql: Sql = connect(init.databaseUrl, { max: 4, stallMs: config.dbStallTimeoutMs })
 const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 2 }) : null
 redis?.on('error', (err) => log.warn({ err: String(err) }, 'redis error'))
 
-const rpc: Rpc<MainCalls, FrontendCalls> = new Rpc<MainCalls, FrontendCalls>(post, {
-  stats: async () => metrics.stats(sse.size),
-  'metering.flush': async (r) => { await metering.localFlush(r.accountId); return null },
-  close: async () => { await close(); return null },
-  crash: async () => { setImmediate(() => { throw new RequestedCrash('front-end crash requested (test hook)') }); return null },
-})
-metrics.delegate = () => rpc.call('metrics.scrape', {})
-metering.peers = async (accountId) => { await rpc.call('metering.flush', { accountId }) }
-
-const bus = new ThreadBus(init.bus, (m) => {
-  if (m.t === 'job') jobs.update(m.a, m.j)
-  else if (m.t === 'prog') jobs.progress(m.a, m.p)
-  else if (m.t === 'drop') jobs.dropActive(a => a % m.n === m.shard)
-  else if (m.k === 'key') auth.invalidateKey(m.id, false)
-  else auth.invalidateAccount(Number(m.id), false)
-})
-auth.onInvalidate = (k, id) => bus.post({ t: 'inv', k, id })
-
-/** The one login throttle of the node lives on the main thread (or in Redis). */
-const loginThrottle: LoginThrottle = redis ? new RedisLoginThrottle(redis, config.redisPrefix) : {
-  check: (email, ip) => rpc.call('login.check', { email, ip }),
-  failed: async (email, ip) => { await rpc.call('login.failed', { email, ip }) },
-  succeeded: async (email) => { await rpc.call('login.succeeded', { email }) },
-}
-const signupThrottle: SignupThrottle = redis ? new RedisSignupThrottle(redis, config.redisPrefix) : { take: (ip) => rpc.call('signup.take', { ip }) }
-
-parentPort!.on('message', (m: ToFrontend) => {
-  if (m.t === 'shard') shards.attach(m.shard, m.port)
-  else rpc.receive(m)
-})
-
-const storage = await createStorage(config)
-const services: Services = {
-  providers: await Providers.load(config, storage, init.shards),
+front = await buildFrontEnd({
   config,
-  sql,
-  dbHealth,
-  shards,
-  auth,
-  passwords: {
-    hash: (password) => rpc.call('password.hash', { password }),
-    verify: (password, hash) => rpc.call('password.verify', { password, hash }),
-  },
-  imageScreen: { screen: (task) => rpc.call('image.screen', task) },
-  jwtSecret: init.jwtSecret,
   log,
-  metering,
-  limiter: new SharedRateLimiter(init.limits.rate),
-  storage,
-  jobs,
-  sse,
-  bus: null,
-  redisLimiter: redis ? new RedisRateLimiter(redis, config.redisPrefix) : null,
-  loginThrottle,
-  signupThrottle,
-  callbackRefusals: new MemoryWindow(CALLBACK_REFUSALS_PER_MINUTE, 60_000),
+  sql,
+  databaseUrl: init.databaseUrl,
+  jwtSecret: init.jwtSecret,
+  adminToken: init.adminToken,
   nodeId: init.nodeId,
-  tickets: new Tickets(init.jwtSecret),
-  metrics,
   version: init.version,
-}
-
-let doc: unknown = null
-const routes = allRoutes(() => doc)
-doc = Object.freeze(buildOpenApi(routes, { version: init.version, serverUrl: config.publicBaseUrl }))
-server = new HttpServer(services, routes)
-await server.listen(init.host, init.port)
-post({ t: 'ready' })
+  shards,
+  metrics,
+  limits: init.limits,
+  threadBus: init.bus,
+  meteringPeers: async (accountId) => { await main.ask('metering.flush', { accountId }) },
+  passwords: {
+    hash: (password) => main.ask('password.hash', { password }),
+    verify: (password, hash) => main.ask('password.verify', { password, hash }),
+  },
+  imageScreen: { screen: (task) => main.ask('image.screen', task) },
+  // The one login throttle and signup window of the node live on the main thread (or in Redis).
+  loginThrottle: {
+    check: (email, ip) => main.ask('login.check', { email, ip }),
+    failed: async (email, ip) => { await main.ask('login.failed', { email, ip }) },
+    succeeded: async (email) => { await main.ask('login.succeeded', { email }) },
+  },
+  signupThrottle: { take: (ip) => main.ask('signup.take', { ip }) },
+  redis,
+  bus: null,
+})
+await front.listen(init.host, init.port)
+main.tell('ready', {})
 
 let closing: Promise<void> | null = null
 function close (): Promise<void> {
   return (closing ??= (async () => {
-    sse.close()
-    await server?.close()
-    bus.close()
+    await front?.close()
     await shards.close()
-    await metering.close()
-    storage.close?.()
-    dbHealth.close()
     redis?.disconnect()
-    await probeSql.end({ timeout: 1 })
     await sql.end({ timeout: 5 })
   })())
 }

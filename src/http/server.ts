@@ -625,7 +625,8 @@ export class HttpServer {
       const path = ex.tail !== null ? c!.urlPrefix + ex.tail : ex.path ?? route
       log.info({ reqId: this.requestId(ex), method: ex.method, url: path, status, ms: Math.round(ms * 100) / 100 }, 'request')
     }
-    metering.push(ex.at !== 0 ? ex.at : Date.now(), account, caller?.keyId ?? NaN, ep, ex.method, url, status, ctx === null ? 0 : ctx.meter.credits, ms, ex.reqNum, ex.given)
+    const credits = ctx === null ? 0 : ctx.meter.credits
+    metering.push(ex.at !== 0 ? ex.at : Date.now(), account, caller?.keyId ?? NaN, ep, ex.method, url, status, credits, ms, ex.reqNum, ex.given)
     // GET /metrics (src/metrics.ts): a route's 200s count in its own cells, with no label lookup.
     if (status === 200 && c !== null) {
       const cell = ex.head ? (c.okHead ??= metrics.requestCell(route, 'HEAD', 200)) : (c.ok ??= metrics.requestCell(route, ex.method, 200))

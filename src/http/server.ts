@@ -393,7 +393,7 @@ export class HttpServer {
       onAborted: (fn) => { if (ex.aborted) fn(); else (ex.abortHooks ??= []).push(fn) },
       baseHeaders: () => { ex.wrote = true; return this.baseHeaders(ex) },
       route: c.route,
-      rateLimit: (caller) => { ex.caller = caller; return this.rate(ex, caller, Date.now()) ?? Promise.resolve() },
+      rateLimit: async (caller) => { ex.caller = caller; await this.rate(ex, caller, Date.now()) },
     }
     this.inFlight++
     this.run(c, ex, ctx, body, rawQuery === '')

@@ -1,5 +1,5 @@
 /**
- * The JavaScript of the GET /v1/jobs/{id} fast path (src/http/server.ts fastRead) measured
+ * The JavaScript of the GET /v1/jobs/{id} answer from memory (src/http/server.ts fromMemory) measured
  * alone: npm run build && node dist/bench/fastread.js [--requests N]
  *
  * The real HttpServer handler, Authenticator (caches filled), JobCache, RateLimiter, Metering

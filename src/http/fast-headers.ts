@@ -1,13 +1,18 @@
 /**
- * The header block of a fast-path answer, written into one preallocated byte
- * buffer: `<request id>\r\nX-RateLimit-Limit: <n>\r\nX-RateLimit-Remaining: <n>\r\n` followed
- * by a constant tail, handed to uWS as the value of one X-Request-Id header line. uWS copies a
- * typed array's bytes as they are (a string would be converted into a temporary UTF-8 copy),
- * and the view of each length is made once, so a request allocates nothing here. Only our own
- * numbers, constants and request ids that passed REQUEST_ID_RE (ASCII) are ever written.
+ * The header block of an answer from memory (docs/architecture.md "Request pipeline"), written
+ * into one preallocated byte buffer: `<request id>\r\nX-RateLimit-Limit: <n>\r\nX-RateLimit-Remaining: <n>`
+ * (the rate lines only when the request was counted in a window) followed by the route's constant
+ * tail, handed to uWS as the value of one X-Request-Id header line. uWS copies a typed array's
+ * bytes as they are (a string would be converted into a temporary UTF-8 copy), and the view of
+ * each length is made once, so a request allocates nothing here. Only our own numbers, constants
+ * and request ids that passed the server's id check (ASCII) are ever written.
  */
-/** A client id is at most 128 characters; numbers and tails add ~250 bytes. */
 const CAP = 1024
+/**
+ * The longest tail a block can carry: a client id is at most 128 characters and the rate lines
+ * with their numbers under 80 bytes. A route whose tail is longer is answered by the full pipeline.
+ */
+export const MAX_TAIL = CAP - 256
 const ab = new ArrayBuffer(CAP)
 const bytes = new Uint8Array(ab)
 const views: Array<Uint8Array | undefined> = []
@@ -41,6 +46,9 @@ export class IdDigits {
   private num = -1
 
   constructor (private readonly head: string) {}
+
+  /** The id of counter `n` as text (the full pipeline's headers, log lines). */
+  text (n: number): string { return this.head + n.toString(36) }
 
   /** Copies the id of counter `n` into `out` at `pos`; returns the position after it. */
   write (n: number, out: Uint8Array, pos: number): number {
@@ -89,17 +97,20 @@ function writeUint (n: number, pos: number): number {
 
 /**
  * The block for a generated id (`given` null: counter `n` from `ids`) or the client's own
- * id, with the rate numbers and `tail` (constant header lines, starting with `\r\n`). Valid
- * until the next call: uWS copies it at once.
+ * id, with the rate numbers (none when `limit` is negative: a public route) and `tail` (constant
+ * header lines, starting with `\r\n`, at most MAX_TAIL bytes). Valid until the next call: uWS
+ * copies it at once.
  */
 export function headerBlock (ids: IdDigits, n: number, given: string | null, limit: number, remaining: number, tail: Uint8Array): Uint8Array {
   let pos: number
   if (given === null) pos = ids.write(n, bytes, 0)
   else pos = writeAscii(given, 0)
-  bytes.set(LIMIT, pos); pos += LIMIT.length
-  pos = writeUint(limit, pos)
-  bytes.set(REMAINING, pos); pos += REMAINING.length
-  pos = writeUint(remaining, pos)
+  if (limit >= 0) {
+    bytes.set(LIMIT, pos); pos += LIMIT.length
+    pos = writeUint(limit, pos)
+    bytes.set(REMAINING, pos); pos += REMAINING.length
+    pos = writeUint(remaining, pos)
+  }
   bytes.set(tail, pos); pos += tail.length
   return (views[pos] ??= new Uint8Array(ab, 0, pos))
 }

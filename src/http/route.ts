@@ -115,15 +115,17 @@ export interface Route {
   headers?: Array<Record<string, unknown>>
   handler: (ctx: RouteContext) => Promise<Reply> | Reply
   /**
-   * A public route whose answer never changes (the catalogue): the front end serialises it and
-   * builds its header blocks once per format and answers GET/HEAD from them synchronously,
-   * without a context object or a promise. `handler` still serves what the fast
-   * path leaves to it (If-None-Match, shutdown).
+   * A public route whose answer never changes (the catalogue): compiled into the pipeline's
+   * "answer from memory" stage (docs/architecture.md "Request pipeline"): the body serialised and
+   * the header tail built once per format, GET/HEAD answered from them synchronously, without a
+   * context object or a promise. `handler` still serves what that stage leaves to the rest of
+   * the pipeline (If-None-Match, shutdown).
    */
   constant?: Reply
   /**
-   * The synchronous fast path of an authenticated read: called after the caller was
-   * authenticated from the credential caches and before the rate window is counted. Returns
+   * The "answer from memory" stage of an authenticated read (docs/architecture.md "Request
+   * pipeline"): called after the caller was authenticated from the credential caches and
+   * before the rate window is counted. Returns
    * the answer (its immutable body, `view`, and slots where its serialisations are kept) or
    * undefined to leave the request to `handler` (cache miss, not found, anything unusual). Must
    * not throw, must have no side effects, and must read `req` (path parameters) before returning.
@@ -131,7 +133,7 @@ export interface Route {
   fast?: (req: HttpRequest, caller: Caller, services: Services) => FastAnswer | undefined
   /**
    * With `fast`, on a route whose path ends with its one parameter: that parameter's value as
-   * a string the body already holds (a job's id), so a fast answer is metered under the
+   * a string the body already holds (a job's id), so an answer from memory is metered under the
    * requested path without a string made per request (the row lives until the flush).
    */
   meterTail?: (body: object) => string

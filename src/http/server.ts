@@ -10,87 +10,116 @@ import { containEscaped } from '../escaped.js'
 import { CONTENT_TYPE, negotiate, serialize, writeResponse, type Format } from './respond.js'
 import type { Caller, Reply, Route, RouteContext } from './route.js'
 import { check, compileBody, compileQuery } from './validate.js'
-import { HEADER_NAMES, headerBlock, IdDigits, REQUEST_ID_HEADER } from './fast-headers.js'
+import { HEADER_NAMES, headerBlock, IdDigits, MAX_TAIL, REQUEST_ID_HEADER } from './fast-headers.js'
 
 /** Retry-After (seconds) on every 500 and 503 without a more specific one. */
 const RETRY_AFTER_5XX_S = 1
 const BODY_METHODS = new Set(['POST', 'PATCH', 'PUT'])
 const REQUEST_ID_RE = /^[A-Za-z0-9._-]{1,128}$/
+/** Counter of generated request ids, one per process (ids carry the process's prefix). */
 let idCounter = 0
 const noop = (): void => {}
 
 const { apiKey: H_API_KEY, authorization: H_AUTHORIZATION, requestId: H_REQUEST_ID, accept: H_ACCEPT, ifNoneMatch: H_IF_NONE_MATCH } = HEADER_NAMES
 
-/**
- * Header lines written with one writeHeader call: uWS writes `key: value\r\n` as
- * given, so a value carrying `\r\n`-joined further lines is a precomputed block of headers in
- * one native call. Only ever built from constants and our own numbers, never from input.
- */
-function block (headers: Record<string, string>): string {
-  return Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join('\r\n')
+/** The header lines after X-Request-Id of an answer from memory, in one format: `\r\n`-led bytes. */
+function tailBytes (headers: Record<string, string>): Buffer {
+  return Buffer.from(Object.entries(headers).map(([k, v]) => `\r\n${k}: ${v}`).join(''))
 }
 
 /** The precomputed answer of a `constant` route in one format. */
 interface ConstantAnswer {
   payload: Buffer
-  /** Every header after X-Request-Id, as the value of one Access-Control-Allow-Origin header line. */
-  headers: string
-  etag: string
+  /** Every header after X-Request-Id (src/http/fast-headers.ts). */
+  tail: Buffer
 }
 
+/** The constant end of a cached read's header block, per format. */
+const TAIL_JSON = tailBytes({ 'Access-Control-Allow-Origin': '*', 'Content-Type': CONTENT_TYPE.json, 'X-Content-Type-Options': 'nosniff' })
+const TAIL_TOON = tailBytes({ 'Access-Control-Allow-Origin': '*', 'Content-Type': CONTENT_TYPE.toon, 'X-TOON-Dict': 'none', 'X-Content-Type-Options': 'nosniff' })
+
+/**
+ * A route compiled once, at registration, into the stages of the pipeline it runs
+ * (docs/architecture.md "Request pipeline"). Every request goes through the same stages in the
+ * same order; a route leaves out what it does not need, and a route that can be answered from
+ * memory (`constant`, `cached`) runs its first stages synchronously inside uWS's handler.
+ */
 interface Compiled {
   route: Route
   paramNames: string[]
-  body?: ValidateFunction
-  query?: ValidateFunction
+  /** Stage "validate": the compiled schemas, when the route has them. */
+  body: ValidateFunction | undefined
+  query: ValidateFunction | undefined
+  /** Stage "read body": POST, PATCH and PUT routes. */
+  readsBody: boolean
+  /** Stage "authenticate": every route but `public` ones. */
+  authenticates: boolean
+  /** Waits for PostgreSQL a bounded time, then 503, while it is away (not streams nor /v1/health). */
+  guarded: boolean
+  /** Stage "answer from memory", variant 1: the precomputed answer of a `constant` route, per format. */
+  constant: { json: ConstantAnswer; toon: ConstantAnswer } | null
+  /** Stage "answer from memory", variant 2: a cached read (`fast`), with the caller from the credential caches. */
+  cached: boolean
   /** Metering endpoint ids of (method, path) and (HEAD, path). */
   ep: number
   epHead: number
-  /** Interned (method, path prefix) of a route metered by URL through `meterTail`, else -1. */
+  /** Interned (method, path prefix) and (HEAD, path prefix) of a route metered by URL through `meterTail`, else -1. */
   epUrl: number
+  epUrlHead: number
   urlPrefix: string
-  constant?: { json: ConstantAnswer; toon: ConstantAnswer }
-  /** The 200 counters of the fast paths (GET, HEAD), taken from the metrics on first use. */
-  okGet?: RequestCell
-  okHead?: RequestCell
-}
-
-const ACAO_JSON = `*\r\nContent-Type: ${CONTENT_TYPE.json}`
-const ACAO_TOON = `*\r\nContent-Type: ${CONTENT_TYPE.toon}\r\nX-TOON-Dict: none`
-/** The constant end of a fast read's header block (src/http/fast-headers.ts), per format. */
-const TAIL_JSON = Buffer.from(`\r\nAccess-Control-Allow-Origin: ${ACAO_JSON}\r\nX-Content-Type-Options: nosniff`)
-const TAIL_TOON = Buffer.from(`\r\nAccess-Control-Allow-Origin: ${ACAO_TOON}\r\nX-Content-Type-Options: nosniff`)
-
-/** Per-request state kept by the pipeline; `aborted` is set by uWS's onAborted. */
-interface Exchange {
-  res: HttpResponse
-  aborted: boolean
-  format: Format
-  requestId: string
-  started: number
-  /** Counter of a generated request id; NaN when the client gave its own. */
-  reqNum: number
-  /** The route, when one matched (metering interns its endpoint). */
-  c: Compiled | null
-  caller: Caller | null
-  rate: { limit: number; remaining: number } | null
-  abortHooks: Array<() => void> | null
-  /** A raw handler started writing: errors can no longer be sent as an envelope. */
-  wrote: boolean
-  /** A path parameter that is not valid percent-encoding: answered 400 INVALID_PARAM after authentication. */
-  paramError: ApiError | null
-  /** Route pattern for metrics ('unmatched' for the 404 catch-all). */
-  route: string
-  /** The request body's reader, on POST/PATCH/PUT routes. */
-  body: RequestBody | null
-  /** The answer was written (or is waiting for the body to be read): nothing may write again. */
-  answered: boolean
+  /** The 200 counters of the route (its method, HEAD), taken from the metrics on first use. */
+  ok: RequestCell | undefined
+  okHead: RequestCell | undefined
 }
 
 /**
- * The uWebSockets.js front end (docs/architecture.md "Threads"): one App on the main thread, routes from
- * src/http/routes/*. uWS rules kept here: onAborted is registered before any await, the
- * HttpRequest is copied before the first await, and every write after an await is corked.
+ * Per-request state, one shape for every request. The synchronous stages run on the server's
+ * one scratch Exchange, so a request answered from memory allocates none; a request that goes on
+ * to the asynchronous stages gets its own copy (`detach`).
+ */
+class Exchange {
+  res!: HttpResponse
+  /** The route; null for a request that matched none. */
+  c: Compiled | null = null
+  /** As answered and metered: the route's method, HEAD on a GET route, the request's own when unmatched. */
+  method = 'GET'
+  /** A HEAD of a route: headers with the GET answer's Content-Length, no body. */
+  head = false
+  format: Format = 'json'
+  /** Counter of a generated request id; NaN when the client gave its own, `given`. */
+  reqNum = NaN
+  given: string | null = null
+  /** The generated id as text, made on first use (answers from memory write it as bytes). */
+  idText: string | null = null
+  started = 0
+  /** The wall-clock time a synchronous stage already read (ms), else 0: the record reads the clock. */
+  at = 0
+  caller: Caller | null = null
+  /** The caller's rate window after this request (X-RateLimit-*); limit -1: not counted. */
+  limit = -1
+  remaining = 0
+  /** The requested path (the full pipeline, unmatched requests, HEAD of a cached read). */
+  path: string | null = null
+  /** A cached read's path parameter as a string its answer holds: metered as `urlPrefix + tail`. */
+  tail: string | null = null
+  ctx: RouteContext | null = null
+  aborted = false
+  abortHooks: Array<() => void> | null = null
+  /** A raw handler started writing: errors can no longer be sent as an envelope. */
+  wrote = false
+  /** The request body's reader, on POST/PATCH/PUT routes. */
+  body: RequestBody | null = null
+  /** The answer was written (or is waiting for the body to be read): nothing may write again. */
+  answered = false
+}
+
+/**
+ * The uWebSockets.js front end (docs/architecture.md "Threads", "Request pipeline"): one App per
+ * front-end thread, routes from src/http/routes/*. One pipeline for every request: open
+ * (request id, format), answer from memory (routes compiled with it), then the asynchronous
+ * stages (shutdown, body, authenticate, rate window, validate, handler), write, record. uWS rules
+ * kept here: onAborted is registered before any await, the HttpRequest is copied before the first
+ * await, and every write after an await is corked.
  */
 export class HttpServer {
   readonly app: TemplatedApp
@@ -99,6 +128,8 @@ export class HttpServer {
   private drainWaiters: Array<() => void> = []
   private closing = false
   private readonly ids: IdDigits
+  /** The Exchange of the synchronous stages (uWS calls handlers one at a time). */
+  private readonly scratch = new Exchange()
 
   constructor (private readonly services: Services, routes: Route[]) {
     this.app = uWS.App()
@@ -113,13 +144,14 @@ export class HttpServer {
       res.endWithoutBody(0)
     })
     this.app.any('/*', (res, req) => {
-      const ex = this.begin(res, req)
       const method = req.getCaseSensitiveMethod ? req.getCaseSensitiveMethod() : req.getMethod().toUpperCase()
-      const url = req.getUrl()
-      this.fail(ex, new ApiError('NOT_FOUND', `No route for ${method} ${url}`), method, url)
+      const ex = this.detach(this.open(null, method, res, req))
+      ex.path = req.getUrl()
+      this.fail(ex, new ApiError('NOT_FOUND', `No route for ${method} ${ex.path}`))
     })
   }
 
+  /** Compiles `route` into its stages and registers its handlers (GET routes: HEAD too). */
   private register (route: Route): void {
     const endpoints = this.services.metering.endpoints
     const c: Compiled = {
@@ -127,35 +159,38 @@ export class HttpServer {
       paramNames: (route.path.match(/:[A-Za-z_]+/g) ?? []).map(p => p.slice(1)),
       body: route.schema?.body && !route.rawBody && !route.manualValidation ? compileBody(route.schema.body) : undefined,
       query: route.schema?.query ? compileQuery(route.schema.query) : undefined,
+      readsBody: BODY_METHODS.has(route.method),
+      authenticates: route.auth !== 'public',
+      guarded: route.rawBody !== true && route.path !== '/v1/health',
+      constant: null,
+      cached: route.fast !== undefined && route.method === 'GET' && route.auth === 'key',
       ep: endpoints.id(route.method, route.path),
       epHead: endpoints.id('HEAD', route.path),
       epUrl: -1,
+      epUrlHead: -1,
       urlPrefix: '',
       // Set here, filled on first use: every compiled route keeps one hidden class.
-      constant: undefined,
-      okGet: undefined,
+      ok: undefined,
       okHead: undefined,
     }
     const last = c.paramNames.length === 1 ? `:${c.paramNames[0]}` : ''
-    if (route.meterTail !== undefined && last !== '' && route.path.endsWith(last)) {
+    if (c.cached && route.meterTail !== undefined && last !== '' && route.path.endsWith(last)) {
       c.urlPrefix = route.path.slice(0, -last.length)
       c.epUrl = endpoints.id(route.method, c.urlPrefix, true)
+      c.epUrlHead = endpoints.id('HEAD', c.urlPrefix, true)
     }
-    if (route.constant !== undefined && route.method === 'GET' && route.auth === 'public') c.constant = { json: this.precompute(route.constant, 'json'), toon: this.precompute(route.constant, 'toon') }
-    let handler = (res: HttpResponse, req: HttpRequest) => this.handle(c, res, req, false)
-    let headHandler = (res: HttpResponse, req: HttpRequest) => this.handle(c, res, req, true)
-    if (c.constant !== undefined) {
-      handler = (res, req) => this.constantAnswer(c, res, req, false)
-      headHandler = (res, req) => this.constantAnswer(c, res, req, true)
-    } else if (route.fast !== undefined && route.method === 'GET' && route.auth === 'key') {
-      handler = (res, req) => this.fastRead(c, res, req, false)
-      headHandler = (res, req) => this.fastRead(c, res, req, true)
+    if (route.constant !== undefined && route.method === 'GET' && route.auth === 'public') {
+      const json = this.precompute(route.constant, 'json')
+      const toon = this.precompute(route.constant, 'toon')
+      // A tail too long for the header block leaves the route to the asynchronous stages.
+      if (json.tail.length <= MAX_TAIL && toon.tail.length <= MAX_TAIL) c.constant = { json, toon }
     }
+    const handler = (res: HttpResponse, req: HttpRequest) => this.serve(c, route.method, res, req)
     switch (route.method) {
       case 'GET':
         this.app.get(route.path, handler)
         // HEAD answers every GET route's headers without the body (raw routes opt in).
-        if (!route.rawBody || route.head) this.app.head(route.path, headHandler)
+        if (!route.rawBody || route.head) this.app.head(route.path, (res, req) => this.serve(c, 'HEAD', res, req))
         break
       case 'POST': this.app.post(route.path, handler); break
       case 'PATCH': this.app.patch(route.path, handler); break
@@ -164,127 +199,141 @@ export class HttpServer {
     }
   }
 
-  /** The serialised body and header block of a constant reply (the ETag carries the format, as in send()). */
+  /** The serialised body and header tail of a constant reply (the ETag carries the format, as in send()). */
   private precompute (reply: Reply, format: Format): ConstantAnswer {
     const etag = reply.etag === undefined ? '' : format === 'json' ? reply.etag : reply.etag.replace(/"$/, `-${format}"`)
-    const h: Record<string, string> = { ...reply.headers }
+    const h: Record<string, string> = { 'Access-Control-Allow-Origin': '*', ...reply.headers }
     if (etag !== '') { h.ETag = etag; h.Vary = 'Accept' }
     h['Content-Type'] = CONTENT_TYPE[format]
     if (format === 'toon') h['X-TOON-Dict'] = 'none'
     h['X-Content-Type-Options'] = 'nosniff'
-    return { payload: serialize(reply.body, format, true), headers: `*\r\n${block(h)}`, etag }
+    return { payload: serialize(reply.body, format, true), tail: tailBytes(h) }
   }
 
   /**
-   * GET/HEAD of a `constant` route (the catalogue), synchronously inside uWS's handler (which
-   * is corked): two header writes, one end. Conditional requests and shutdown take the full path.
+   * Every request of a route, as uWS hands it over: opened on the scratch Exchange, answered
+   * from memory when the route was compiled with that stage and memory can answer, else handed
+   * to the asynchronous stages on its own Exchange, before any side effect.
    */
-  private constantAnswer (c: Compiled, res: HttpResponse, req: HttpRequest, head: boolean): void {
-    if (this.closing || req.getHeader(H_IF_NONE_MATCH) !== '') { this.handle(c, res, req, head); return }
-    const started = performance.now()
+  private serve (c: Compiled, method: string, res: HttpResponse, req: HttpRequest): void {
+    const ex = this.open(c, method, res, req)
+    if ((c.constant !== null || c.cached) && !this.closing && this.fromMemory(c, ex, req)) return
+    this.handle(c, this.detach(ex), req)
+  }
+
+  /**
+   * Stage "open", the one place a request id is made: the client's own X-Request-Id when it is
+   * valid, else the next counter value (its text, `req_<prefix><counter base 36>`, is made only
+   * when needed), then the answer's format (docs/api.md "TOON"). On the scratch Exchange.
+   */
+  private open (c: Compiled | null, method: string, res: HttpResponse, req: HttpRequest): Exchange {
+    const ex = this.scratch
+    ex.res = res
+    ex.c = c
+    ex.method = method
+    ex.head = c !== null && method === 'HEAD'
+    ex.started = performance.now()
+    ex.at = 0
     const given = req.getHeader(H_REQUEST_ID)
-    const a = req.getHeader(H_ACCEPT).includes('application/toon') ? c.constant!.toon : c.constant!.json
-    let reqNum = NaN
-    let requestId: string
-    if (given !== '' && REQUEST_ID_RE.test(given)) requestId = given
-    else { reqNum = ++idCounter; requestId = `req_${this.services.metering.reqPrefix}${reqNum.toString(36)}` }
-    res.writeHeader('X-Request-Id', requestId)
-    res.writeHeader('Access-Control-Allow-Origin', a.headers)
-    // uWS counts a HEAD answer (a Content-Length and no body) as not yet complete: it needs an abort handler.
-    if (head) { res.onAborted(noop); res.endWithoutBody(a.payload.length) }
-    else res.end(a.payload)
-    this.meterFast(c, head, started, Date.now(), NaN, NaN, reqNum, Number.isNaN(reqNum) ? requestId : null, req, false, null)
+    if (given !== '' && REQUEST_ID_RE.test(given)) { ex.given = given; ex.reqNum = NaN } else { ex.given = null; ex.reqNum = ++idCounter }
+    ex.idText = null
+    ex.format = negotiate(req.getHeader(H_ACCEPT))
+    ex.caller = null
+    ex.limit = -1
+    ex.remaining = 0
+    ex.path = null
+    ex.tail = null
+    return ex
   }
 
-  /**
-   * GET/HEAD of an authenticated read with a `fast` handler (GET /v1/jobs/{id}): key and
-   * account from the credential caches, the view from the job cache, the rate window counted,
-   * and the answer written synchronously inside uWS's handler, with no context object, no
-   * promise and one header write besides the status. Anything the caches cannot answer (a miss,
-   * an error to report, a query string, Redis rate windows) goes to the full pipeline before
-   * any side effect.
-   */
-  private fastRead (c: Compiled, res: HttpResponse, req: HttpRequest, head: boolean): void {
-    const services = this.services
-    if (this.closing || services.redisLimiter !== null || req.getQuery()) { this.handle(c, res, req, head); return }
-    const nowMs = Date.now()
-    const apiKey = req.getHeader(H_API_KEY)
-    const caller = services.auth.fastCaller(c.route, apiKey, apiKey === '' ? req.getHeader(H_AUTHORIZATION) : '', nowMs)
-    const hit = caller === undefined ? undefined : c.route.fast!(req, caller, services)
-    if (hit === undefined) { this.handle(c, res, req, head); return }
-    const started = performance.now()
-    const given = req.getHeader(H_REQUEST_ID)
-    const toon = req.getHeader(H_ACCEPT).includes('application/toon')
-    const limit = services.config.tierLimits[caller!.tier].rpm
-    const remaining = services.limiter.take(caller!.bucket, limit, nowMs)
-    const own = given !== '' && REQUEST_ID_RE.test(given)
-    const reqNum = own ? NaN : ++idCounter
-    if (remaining < 0) {
-      // Refused: the ordinary error answer (rare, so the Exchange costs nothing that matters).
-      const ex: Exchange = {
-        route: c.route.path, res, aborted: false, format: toon ? 'toon' : 'json', requestId: own ? given : this.generatedId(reqNum), reqNum, c, started,
-        caller: caller!, rate: { limit, remaining: 0 }, abortHooks: null, wrote: false, paramError: null, body: null, answered: false
-      }
-      const e = new ApiError('RATE_LIMIT_EXCEEDED', `Rate limit of ${limit} requests per minute exceeded; retry in ${-remaining} s`, { retry_after: -remaining })
-      e.headers = { 'Retry-After': String(-remaining) }
-      this.fail(ex, e, head ? 'HEAD' : c.route.method, c.route.path)
-      return
-    }
-    // The answer's own bytes (made once per view; serialize() shares them with the full path).
-    const payload = toon ? (hit.toon ??= serialize(hit.view, 'toon', true)) : (hit.json ??= serialize(hit.view, 'json', true))
-    res.writeHeader(REQUEST_ID_HEADER, headerBlock(this.ids, reqNum, own ? given : null, limit, remaining, toon ? TAIL_TOON : TAIL_JSON))
-    if (head) { res.onAborted(noop); res.endWithoutBody(payload.length) }
-    else res.end(payload)
-    // Metered under the requested path, as the full pipeline does: a route's stored tail (the
-    // job id the cache holds) keeps the row free of a per-request string.
-    const tail = c.epUrl >= 0 && !head ? c.route.meterTail!(hit.view) : null
-    this.meterFast(c, head, started, nowMs, caller!.accountId, caller!.keyId ?? NaN, reqNum, own ? given : null, req, tail === null, tail)
+  /** The request's id as text (X-Request-Id of the full pipeline, ctx.requestId, log lines). */
+  private requestId (ex: Exchange): string {
+    return ex.given ?? (ex.idText ??= this.ids.text(ex.reqNum))
   }
 
-  private generatedId (n: number): string { return `req_${this.services.metering.reqPrefix}${n.toString(36)}` }
-
-  /**
-   * Meters a 200 of the fast paths exactly as finish() would: a route with path parameters is
-   * metered under the requested path (`byUrl`, or its interned prefix and `tail`), as the full
-   * pipeline does for its answers.
-   */
-  private meterFast (
-    c: Compiled, head: boolean, started: number, nowMs: number, account: number, key: number, reqNum: number, given: string | null,
-    req: HttpRequest, byUrl: boolean, tail: string | null
-  ): void {
-    const now = performance.now()
-    const { log, metering } = this.services
-    const method = head ? 'HEAD' : c.route.method
-    const url = tail !== null ? null : byUrl ? req.getUrl() : null
-    if (log.isLevelEnabled('info')) {
-      log.info({ reqId: given ?? this.generatedId(reqNum), method, url: url ?? (tail !== null ? c.urlPrefix + tail : c.route.path), status: 200, ms: Math.round((now - started) * 100) / 100 }, 'request')
-    }
-    const ep = tail !== null ? c.epUrl : url !== null ? -1 : head ? c.epHead : c.ep
-    metering.push(nowMs, account, key, ep, method, tail ?? url, 200, 0, now - started, reqNum, given)
-    // GET /metrics (src/metrics.ts): the route's own cell, no label lookups per request.
-    const metrics = this.services.metrics
-    const cell = head ? (c.okHead ??= metrics.requestCell(c.route.path, method, 200)) : (c.okGet ??= metrics.requestCell(c.route.path, method, 200))
-    cell.n++
-    cell.hist.observe((now - started) / 1000)
-  }
-
-  private begin (res: HttpResponse, req: HttpRequest, route = 'unmatched'): Exchange {
-    const ex: Exchange = { route, res, aborted: false, format: 'json', requestId: '', reqNum: NaN, c: null, started: performance.now(), caller: null, rate: null, abortHooks: null, wrote: false, paramError: null, body: null, answered: false }
-    res.onAborted(() => {
+  /** The scratch Exchange's request on an Exchange of its own, watched for the client going away. */
+  private detach (s: Exchange): Exchange {
+    const ex = new Exchange()
+    ex.res = s.res
+    ex.c = s.c
+    ex.method = s.method
+    ex.head = s.head
+    ex.format = s.format
+    ex.reqNum = s.reqNum
+    ex.given = s.given
+    ex.idText = s.idText
+    ex.started = s.started
+    ex.caller = s.caller
+    ex.limit = s.limit
+    ex.remaining = s.remaining
+    ex.path = s.path
+    s.res.onAborted(() => {
       ex.aborted = true
       ex.body?.settle(true)
       if (ex.abortHooks) for (const fn of ex.abortHooks.splice(0)) { try { fn() } catch {} }
     })
-    const given = req.getHeader(H_REQUEST_ID)
-    if (given !== '' && REQUEST_ID_RE.test(given)) ex.requestId = given
-    else { ex.reqNum = ++idCounter; ex.requestId = `req_${this.services.metering.reqPrefix}${ex.reqNum.toString(36)}` }
-    ex.format = negotiate(req.getHeader(H_ACCEPT) || undefined)
     return ex
   }
 
-  private handle (c: Compiled, res: HttpResponse, req: HttpRequest, head: boolean): void {
-    const ex = this.begin(res, req, c.route.path)
-    ex.c = c
+  /**
+   * Stage "answer from memory", synchronously inside uWS's handler (which is corked), with no
+   * context object and no promise: a `constant` route's precomputed answer, or a cached read
+   * (GET /v1/jobs/{id}: caller from the credential caches, view from the job cache, rate window
+   * counted). False leaves the request to the asynchronous stages, with nothing done that they
+   * would do again: If-None-Match, a query string, Redis rate windows, a cache miss, anything the
+   * caches cannot answer.
+   */
+  private fromMemory (c: Compiled, ex: Exchange, req: HttpRequest): boolean {
+    const k = c.constant
+    if (k !== null) {
+      if (req.getHeader(H_IF_NONE_MATCH) !== '') return false
+      const a = ex.format === 'toon' ? k.toon : k.json
+      this.writeFromMemory(ex, a.payload, a.tail)
+      this.record(ex, 200, true)
+      return true
+    }
+    const services = this.services
+    if (services.redisLimiter !== null || req.getQuery()) return false
+    const nowMs = Date.now()
+    const apiKey = req.getHeader(H_API_KEY)
+    const caller = services.auth.fastCaller(c.route, apiKey, apiKey === '' ? req.getHeader(H_AUTHORIZATION) : '', nowMs)
+    if (caller === undefined) return false
+    const hit = c.route.fast!(req, caller, services)
+    if (hit === undefined) return false
+    ex.caller = caller
+    ex.at = nowMs // one clock read for the rate window and the metering row
+    try {
+      this.rate(ex, caller, nowMs)
+    } catch (err) {
+      this.fail(this.detach(ex), err) // refused: the ordinary error answer
+      return true
+    }
+    // The answer's own bytes (made once per view; serialize() shares them with the full pipeline).
+    const payload = ex.format === 'toon' ? (hit.toon ??= serialize(hit.view, 'toon', true)) : (hit.json ??= serialize(hit.view, 'json', true))
+    this.writeFromMemory(ex, payload, ex.format === 'toon' ? TAIL_TOON : TAIL_JSON)
+    // Metered under the requested path: a route's stored tail (the job id the cache holds)
+    // keeps the row free of a per-request string.
+    if (c.epUrl >= 0) ex.tail = c.route.meterTail!(hit.view)
+    else ex.path = req.getUrl()
+    this.record(ex, 200, true)
+    return true
+  }
+
+  /** Stage "write" of an answer from memory: 200, one header write (src/http/fast-headers.ts) and the body. */
+  private writeFromMemory (ex: Exchange, payload: Buffer, tail: Buffer): void {
+    const res = ex.res
+    res.writeHeader(REQUEST_ID_HEADER, headerBlock(this.ids, ex.reqNum, ex.given, ex.limit, ex.remaining, tail))
+    // uWS counts a HEAD answer (a Content-Length and no body) as not yet complete: it needs an abort handler.
+    if (ex.head) { res.onAborted(noop); res.endWithoutBody(payload.length) }
+    else res.end(payload)
+  }
+
+  /**
+   * The asynchronous stages of a route's request: the HttpRequest copied, then shutdown, body,
+   * authenticate, rate window, validate, handler (run), each only where the route has it.
+   */
+  private handle (c: Compiled, ex: Exchange, req: HttpRequest): void {
+    const res = ex.res
     // Copy everything from HttpRequest now: it is invalid after this function returns.
     const headers: Record<string, string> = {}
     req.forEach((k, v) => { headers[k] = v })
@@ -293,38 +342,36 @@ export class HttpServer {
       const name = c.paramNames[i]
       const v = req.getParameter(i) ?? ''
       // decodeURIComponent throws on a malformed escape (`%zz`); thrown here, in the uWS
-      // callback, it would take the whole process down.
-      try { params[name] = decodeURIComponent(v) } catch {
-        params[name] = v
-        ex.paramError ??= new ApiError('INVALID_PARAM', `${name} is not valid percent-encoding`, { param: name })
-      }
+      // callback, it would take the whole process down. Such a value is kept as sent: the
+      // route's own check of the parameter answers it.
+      try { params[name] = decodeURIComponent(v) } catch { params[name] = v }
     }
-    const path = req.getUrl()
+    const path = ex.path = req.getUrl()
     // Built on first use: most requests never read them (per-request cost on the hot path).
     const rawQuery = req.getQuery() ?? ''
     let query: URLSearchParams | undefined
     let ip: string | undefined
 
     if (this.closing) {
-      this.fail(ex, new ApiError('SERVICE_UNAVAILABLE', 'Server is shutting down'), c.route.method, c.route.path)
+      this.fail(ex, new ApiError('SERVICE_UNAVAILABLE', 'Server is shutting down'))
       return
     }
 
     let body: Promise<Buffer> | undefined
     let bodyStream: Readable | undefined
-    if (BODY_METHODS.has(c.route.method)) {
+    if (c.readsBody) {
       const declared = headers['content-length'] === undefined ? NaN : Number(headers['content-length'])
       const lingers = headers.connection !== undefined && /\bclose\b/i.test(headers.connection)
       const rb = ex.body = new RequestBody(res, declared, lingers, (err) => this.bodyFault(ex, err))
       if (c.route.rawBody) bodyStream = rb.stream()
       else if (Number.isFinite(declared) && declared > JSON_BODY_LIMIT) {
-        this.fail(ex, new ApiError('PAYLOAD_TOO_LARGE', `JSON body exceeds ${JSON_BODY_LIMIT} bytes`), c.route.method, c.route.path)
+        this.fail(ex, new ApiError('PAYLOAD_TOO_LARGE', `JSON body exceeds ${JSON_BODY_LIMIT} bytes`))
         return
       } else body = rb.read(JSON_BODY_LIMIT)
     }
 
-    const ctx: RouteContext = {
-      method: head ? 'HEAD' : c.route.method,
+    const ctx: RouteContext = ex.ctx = {
+      method: ex.method,
       path,
       params,
       get query () { return (query ??= new URLSearchParams(rawQuery)) },
@@ -332,7 +379,7 @@ export class HttpServer {
       headers,
       body: undefined,
       caller: null,
-      requestId: ex.requestId,
+      requestId: this.requestId(ex),
       get ip () {
         // uWS refuses access to a response that was answered or aborted: read while in flight.
         if (ip === undefined) { try { ip = Buffer.from(res.getRemoteAddressAsText()).toString() } catch { ip = '' } }
@@ -346,11 +393,11 @@ export class HttpServer {
       onAborted: (fn) => { if (ex.aborted) fn(); else (ex.abortHooks ??= []).push(fn) },
       baseHeaders: () => { ex.wrote = true; return this.baseHeaders(ex) },
       route: c.route,
-      rateLimit: (caller) => { ex.caller = caller; return this.rateLimit(ex, caller) },
+      rateLimit: async (caller) => { ex.caller = caller; await this.rate(ex, caller, Date.now()) },
     }
     this.inFlight++
     this.run(c, ex, ctx, body, rawQuery === '')
-      .catch((err) => this.fail(ex, err, c.route.method, c.route.path, false, ctx))
+      .catch((err) => this.fail(ex, err))
       .finally(() => this.release())
   }
 
@@ -360,21 +407,21 @@ export class HttpServer {
     if (body !== undefined) raw = await body
     // While PostgreSQL is away a request waits a bounded time, then 503 (streaming
     // routes and /health answer for themselves).
-    const guarded = route.rawBody !== true && route.path !== '/v1/health'
     const health = this.services.dbHealth
-    if (route.auth !== 'public') {
+    if (c.authenticates) {
       // A cached, valid API key is answered from memory (no hash, no promise; the same checks
-      // as the fast reads); anything else, `?api_key=` included, goes through authenticate.
+      // as the answers from memory); anything else, `?api_key=` included, goes through authenticate.
       const auth = this.services.auth
       const h = ctx.headers
       let caller = route.auth === 'key' && noQuery ? auth.fastCaller(route, h['x-api-key'] ?? '', h['x-api-key'] ? '' : h.authorization ?? '') : undefined
       if (caller === undefined) {
         const authenticating = auth.authenticate(route, h, ctx.query)
-        caller = guarded ? await health.guard(authenticating) : await authenticating
+        caller = c.guarded ? await health.guard(authenticating) : await authenticating
       }
       ex.caller = caller
       ctx.caller = caller
-      await this.rateLimit(ex, caller)
+      const waiting = this.rate(ex, caller, Date.now())
+      if (waiting !== undefined) await waiting
     }
     if (raw !== undefined) {
       const parsed = parseJson(raw, ctx.headers['content-type'])
@@ -386,44 +433,61 @@ export class HttpServer {
       check(c.query, q, 'query')
       ctx.query = new URLSearchParams(Object.entries(q).map(([k, v]) => [k, String(v)]))
     }
-    const reply = guarded ? await health.guard(Promise.resolve(route.handler(ctx))) : await route.handler(ctx)
+    const reply = c.guarded ? await health.guard(Promise.resolve(route.handler(ctx))) : await route.handler(ctx)
     this.send(ex, reply, ctx)
   }
 
-  /** The per-key sliding window (docs/api.md "Usage and limits"); X-RateLimit-* go on the answer either way. */
-  private async rateLimit (ex: Exchange, caller: Caller): Promise<void> {
-    if (caller.kind === 'admin') return
+  /**
+   * Stage "rate window" (docs/api.md "Usage and limits"): counts the request in its caller's
+   * sliding window and keeps the figures for X-RateLimit-*, which go on the answer either way;
+   * throws RATE_LIMIT_EXCEEDED when the window is full. Synchronous with the in-memory (or
+   * shared-memory) window; a promise with REDIS_URL, whose window every node shares.
+   */
+  private rate (ex: Exchange, caller: Caller, nowMs: number): Promise<void> | undefined {
+    if (caller.kind === 'admin') return undefined
     const limit = this.services.config.tierLimits[caller.tier].rpm
-    // With REDIS_URL the window is shared by every node; otherwise it lives in this process.
-    const d = this.services.redisLimiter ? await this.services.redisLimiter.hit(caller.bucket, limit) : this.services.limiter.hit(caller.bucket, limit)
-    ex.rate = { limit: d.limit, remaining: d.remaining }
-    if (!d.allowed) {
-      const e = new ApiError('RATE_LIMIT_EXCEEDED', `Rate limit of ${limit} requests per minute exceeded; retry in ${d.retryAfter} s`, { retry_after: d.retryAfter })
-      e.headers = { 'Retry-After': String(d.retryAfter) }
-      throw e
+    const redis = this.services.redisLimiter
+    if (redis !== null) {
+      return redis.hit(caller.bucket, limit, nowMs).then((d) => {
+        if (d.allowed) { ex.limit = d.limit; ex.remaining = d.remaining } else this.refuse(ex, d.limit, d.retryAfter)
+      })
     }
+    const remaining = this.services.limiter.take(caller.bucket, limit, nowMs)
+    if (remaining < 0) this.refuse(ex, limit, -remaining)
+    ex.limit = limit
+    ex.remaining = remaining
+    return undefined
+  }
+
+  private refuse (ex: Exchange, limit: number, retryAfter: number): never {
+    ex.limit = limit
+    ex.remaining = 0
+    const e = new ApiError('RATE_LIMIT_EXCEEDED', `Rate limit of ${limit} requests per minute exceeded; retry in ${retryAfter} s`, { retry_after: retryAfter })
+    e.headers = { 'Retry-After': String(retryAfter) }
+    throw e
   }
 
   private baseHeaders (ex: Exchange): Record<string, string> {
     const h: Record<string, string> = {
-      'X-Request-Id': ex.requestId,
+      'X-Request-Id': this.requestId(ex),
       'Access-Control-Allow-Origin': '*',
       // Every answer: a browser never guesses a type other than the one declared (docs/operations.md "Hostile input").
       'X-Content-Type-Options': 'nosniff',
     }
-    if (ex.rate) {
-      h['X-RateLimit-Limit'] = String(ex.rate.limit)
-      h['X-RateLimit-Remaining'] = String(ex.rate.remaining)
+    if (ex.limit >= 0) {
+      h['X-RateLimit-Limit'] = String(ex.limit)
+      h['X-RateLimit-Remaining'] = String(ex.remaining)
     }
     return h
   }
 
+  /** Stage "write" of a handler's reply (or, for a raw handler, the record of what it wrote). */
   private send (ex: Exchange, reply: Reply, ctx: RouteContext): void {
     if (ex.answered) return // answered already (a body consumer failed): nothing more may be written
     if (ctx.res !== undefined && (reply.status === -1 || ex.wrote)) { // a raw handler wrote its own answer
       ex.answered = true
       ex.body?.settle(ex.aborted)
-      this.finish(ex, reply.status === -1 || reply.status === undefined ? 200 : reply.status, ctx.method, ctx, ctx.path)
+      this.record(ex, reply.status === -1 || reply.status === undefined ? 200 : reply.status, true)
       return
     }
     const status = reply.status ?? 200
@@ -437,7 +501,7 @@ export class HttpServer {
       if (perFormat) headers.Vary = 'Accept'
       const inm = ctx.headers['if-none-match']
       if (inm !== undefined && inm.split(',').some(t => t.trim().replace(/^W\//, '') === headers.ETag)) {
-        this.deliver(ex, (close) => writeResponse(ex.res, 304, headers, undefined, close), () => this.finish(ex, 304, ctx.method, ctx, ctx.path))
+        this.deliver(ex, (close) => writeResponse(ex.res, 304, headers, undefined, close), 304, true)
         return
       }
     }
@@ -451,16 +515,16 @@ export class HttpServer {
       if (ex.format === 'toon') headers['X-TOON-Dict'] = 'none'
     }
     const out = payload ?? (status === 204 ? undefined : Buffer.alloc(0))
-    this.deliver(ex, (close) => writeResponse(ex.res, status, headers, out, close, ctx.method === 'HEAD'), () => this.finish(ex, status, ctx.method, ctx, ctx.path))
+    this.deliver(ex, (close) => writeResponse(ex.res, status, headers, out, close, ex.head), status, true)
   }
 
   /**
    * Writes the answer (once: `answered`). When the request body is still arriving, the answer
    * waits until the rest has been read and dropped, bounded (lingering close, src/http/body.ts);
-   * a body longer than the bound gets the answer at once and its connection closed. `done`
-   * meters the request once the answer went out.
+   * a body longer than the bound gets the answer at once and its connection closed. The request
+   * is recorded once the answer went out (`asked`: see record()).
    */
-  private deliver (ex: Exchange, write: (close: boolean) => void, done: () => void): void {
+  private deliver (ex: Exchange, write: (close: boolean) => void, status: number, asked: boolean): void {
     ex.answered = true
     const b = ex.body
     if (ex.aborted || b === null || b.ended || !b.lingers || b.declared - b.received > LINGER_BYTES) {
@@ -469,7 +533,7 @@ export class HttpServer {
       if (b !== null && !b.ended && !ex.aborted) b.discard()
       if (!ex.aborted) write(b !== null && !b.ended && b.lingers)
       b?.settle(ex.aborted)
-      done()
+      this.record(ex, status, asked)
       return
     }
     this.inFlight++
@@ -478,7 +542,7 @@ export class HttpServer {
         try { write(!ended) } catch (err) { containEscaped(err, this.services.log, 'late answer') }
       }
       b.settle(ex.aborted)
-      done()
+      this.record(ex, status, asked)
     }).finally(() => this.release())
   }
 
@@ -489,23 +553,24 @@ export class HttpServer {
   /** A consumer of the request body threw inside uWS's data callback: contained and answered. */
   private bodyFault (ex: Exchange, err: unknown): void {
     containEscaped(err, this.services.log, 'request body consumer')
-    if (!ex.answered && ex.c !== null) this.fail(ex, new ApiError('INTERNAL_ERROR'), ex.c.route.method, ex.c.route.path)
+    if (!ex.answered && ex.c !== null) this.fail(ex, new ApiError('INTERNAL_ERROR'))
   }
 
-  private fail (ex: Exchange, err: unknown, method: string, endpoint: string, closeConnection = false, ctx?: RouteContext): void {
+  /** The error answer of any stage: the envelope in the negotiated format (docs/api.md "Errors"). */
+  private fail (ex: Exchange, err: unknown, closeConnection = false): void {
     if (ex.answered) {
       // The answer went out already (or waits for the body): a later failure is only logged.
-      if (!(err instanceof ApiError)) this.services.log.warn({ err, reqId: ex.requestId }, 'error after the answer')
+      if (!(err instanceof ApiError)) this.services.log.warn({ err, reqId: this.requestId(ex) }, 'error after the answer')
       return
     }
     let e: ApiError
     if (err instanceof ApiError) e = err
     else if (isDbUnavailable(err)) {
       // PostgreSQL away is an expected event, answered 503 with Retry-After.
-      this.services.log.warn({ err: String(err), reqId: ex.requestId }, 'database unavailable')
+      this.services.log.warn({ err: String(err), reqId: this.requestId(ex) }, 'database unavailable')
       e = dbUnavailable()
     } else {
-      this.services.log.error({ err, reqId: ex.requestId }, 'unhandled error')
+      this.services.log.error({ err, reqId: this.requestId(ex) }, 'unhandled error')
       e = new ApiError('INTERNAL_ERROR')
     }
     if (ex.wrote) {
@@ -516,7 +581,7 @@ export class HttpServer {
         try { ex.res.cork(() => ex.res.close()) } catch {} // ended by the handler already
       }
       ex.body?.settle(true)
-      this.finish(ex, e.status, method, ctx, endpoint)
+      this.record(ex, e.status, false)
       return
     }
     if (e.status === 429) this.services.metrics.refused(e.code) // GET /metrics
@@ -527,31 +592,47 @@ export class HttpServer {
     headers['Content-Type'] = CONTENT_TYPE[ex.format]
     if (ex.format === 'toon') headers['X-TOON-Dict'] = 'none'
     const payload = serialize(e.toJSON(), ex.format, false)
-    this.deliver(ex, (close) => writeResponse(ex.res, e.status, headers, payload, close || closeConnection, ctx?.method === 'HEAD'), () => this.finish(ex, e.status, method, ctx, endpoint))
+    this.deliver(ex, (close) => writeResponse(ex.res, e.status, headers, payload, close || closeConnection, ex.head), e.status, false)
   }
 
-  private finish (ex: Exchange, status: number, method: string, ctx: RouteContext | undefined, endpoint: string): void {
+  /**
+   * Stage "record", the one place a request is logged, metered and counted, whichever stage
+   * answered it. An account's answer (`asked`) is metered under the path it asked for (a cached
+   * read's stored tail, or the requested path); an error, and any request with no account
+   * (anonymous, admin, unmatched), under its route pattern or `unmatched`, never its raw path
+   * (docs/operations.md "Usage metering"). A route's own (method, path) is interned.
+   */
+  private record (ex: Exchange, status: number, asked: boolean): void {
     const now = performance.now()
     const ms = now - ex.started
-    const { log, metering } = this.services
-    if (log.isLevelEnabled('info')) log.info({ reqId: ex.requestId, method, url: ctx?.path ?? endpoint, status, ms: Math.round(ms * 100) / 100 }, 'request')
-    // A route's own (method, path) is interned. An account's request is metered under the path
-    // it asked for; one with no account (anonymous, admin, unmatched) under its route pattern or
-    // `unmatched`, never its raw path (docs/operations.md "Usage metering").
     const c = ex.c
+    const ctx = ex.ctx
     // A public route that authenticates in its handler (SSE with a ticket or headers) sets ctx.caller.
-    const caller = ex.caller ?? ctx?.caller ?? null
-    const account = caller && caller.kind !== 'admin' ? caller.accountId : NaN
-    const metered = Number.isNaN(account) ? ex.route : endpoint
-    const ep = c !== null && metered === c.route.path ? (method === 'HEAD' ? c.epHead : method === c.route.method ? c.ep : -1) : -1
-    metering.push(
-      Date.now(),
-      account,
-      caller?.keyId ?? NaN,
-      ep, method, metered, status, ctx?.meter.credits ?? 0, ms,
-      ex.reqNum, Number.isNaN(ex.reqNum) ? ex.requestId : null,
-    )
-    this.services.metrics.request(ex.route, method, status, ms) // GET /metrics (src/metrics.ts)
+    const caller = ex.caller ?? (ctx === null ? null : ctx.caller)
+    const account = caller !== null && caller.kind !== 'admin' ? caller.accountId : NaN
+    const route = c === null ? 'unmatched' : c.route.path
+    let ep = -1
+    let url: string | null = route
+    if (c !== null) {
+      if (!asked || Number.isNaN(account)) ep = ex.head ? c.epHead : c.ep
+      else if (ex.tail !== null) { url = ex.tail; ep = ex.head ? c.epUrlHead : c.epUrl } else {
+        url = ex.path ?? route
+        if (url === route) ep = ex.head ? c.epHead : c.ep
+      }
+    }
+    const { log, metering, metrics } = this.services
+    if (log.isLevelEnabled('info')) {
+      const path = ex.tail !== null ? c!.urlPrefix + ex.tail : ex.path ?? route
+      log.info({ reqId: this.requestId(ex), method: ex.method, url: path, status, ms: Math.round(ms * 100) / 100 }, 'request')
+    }
+    const credits = ctx === null ? 0 : ctx.meter.credits
+    metering.push(ex.at !== 0 ? ex.at : Date.now(), account, caller?.keyId ?? NaN, ep, ex.method, url, status, credits, ms, ex.reqNum, ex.given)
+    // GET /metrics (src/metrics.ts): a route's 200s count in its own cells, with no label lookup.
+    if (status === 200 && c !== null) {
+      const cell = ex.head ? (c.okHead ??= metrics.requestCell(route, 'HEAD', 200)) : (c.ok ??= metrics.requestCell(route, ex.method, 200))
+      cell.n++
+      cell.hist.observe(ms / 1000)
+    } else metrics.request(route, ex.method, status, ms)
   }
 
   listen (host: string, port: number): Promise<number> {

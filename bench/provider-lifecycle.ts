@@ -21,6 +21,7 @@ import { startBaseline, startFalStubProcess, type BaselineProcess, type FalStubP
 import { load, type Metrics } from './lib/load.js'
 import { cpuUs, pgBackends, pgDelta } from './lib/proc.js'
 import { falRoutesEnv } from './lib/provider-routes.js'
+import { groupCommitTotals } from './lib/service-metrics.js'
 import { until, type Check, type Scenario } from './lib/scenario.js'
 import { api, ledgerInvariant, seedAccounts } from './lib/seed.js'
 import { bootStack, type Stack } from './lib/stack.js'
@@ -97,6 +98,7 @@ export const scenario: Scenario = {
         const pg0 = pgCpu()
         const c0 = cpuUs(pid)
         const stub0 = cpuUs(stub.pid)
+        const g0 = side === svcSide ? await groupCommitTotals(s.svc) : null
         const r = await load({ url: side.url(), connections: o.connections, amount: count, requests: side.requests })
         const ok = r['2xx']
         const done = async () => (await c.unsafe<{ n: number }[]>(`SELECT count(*)::int AS n FROM ${side.table} WHERE created_at >= $1 AND status IN ('completed', 'failed', 'cancelled')`, [since]))[0].n >= ok
@@ -108,6 +110,7 @@ export const scenario: Scenario = {
         const c1 = cpuUs(pid)
         const pg1 = pgCpu()
         const stub1 = cpuUs(stub.pid)
+        const g1 = side === svcSide ? await groupCommitTotals(s.svc) : null
         if (c1 === 0) throw new Error(`process ${pid} exited during the run`)
         if (!all) o.log(`  not every job terminal ${DRAIN_TIMEOUT_MS / 1000} s after the run`)
         const ms = new Date(span.last).getTime() - new Date(span.first).getTime()
@@ -123,6 +126,9 @@ export const scenario: Scenario = {
           pg_cpu_us_per_job: pg,
           total_cpu_us_per_job: cpu + pg,
           stub_cpu_us_per_job: (stub1 - stub0) / Math.max(1, ok),
+          // The service's group-commit transactions per job (creations, completions, webhook
+          // attempts together); the baseline commits two per job by construction.
+          ...(g0 && g1 ? { group_commits_per_job: (g1.commits - g0.commits) / Math.max(1, ok), items_per_group_commit: (g1.items - g0.items) / Math.max(1, g1.commits - g0.commits) } : {}),
         }
       }
       return {
@@ -131,7 +137,7 @@ export const scenario: Scenario = {
           { name: 'Fastify usual way', role: 'baseline', warmup: async () => { await round(baseSide, Math.min(500, m)) }, measure: () => round(baseSide, m) },
         ],
         targets: [{ metric: 'completions_per_s', kind: 'ratio', baseline: 'Fastify usual way', op: '>=', value: 3 }],
-        show: ['jobs', 'span_ms', 'jobs_failed', 'cpu_us_per_job', 'pg_cpu_us_per_job', 'total_cpu_us_per_job', 'stub_cpu_us_per_job'],
+        show: ['jobs', 'span_ms', 'jobs_failed', 'cpu_us_per_job', 'pg_cpu_us_per_job', 'total_cpu_us_per_job', 'stub_cpu_us_per_job', 'group_commits_per_job', 'items_per_group_commit'],
         notes: [`${m} image jobs per round and side over ${ACCOUNTS} accounts (${WEBHOOK_ACCOUNTS} with a webhook), ${o.connections} connections; the fal stub (its own process) ends each job 50 ms after submission and calls back; completions/s over first creation to last completion; CPU per job until every job is terminal (service: and every webhook delivered; the baseline writes its outbox rows only)`],
         after: async () => {
           const inv = await ledgerInvariant(c)

@@ -281,6 +281,9 @@ const LABELS: Record<string, string> = {
   budget_rps: 'fal request budget (req/s)',
   callbacks_per_s: 'callbacks/s sent by the stub',
   callbacks_not_200: 'callbacks not answered 200',
+  group_commits_per_job: 'group-commit transactions/job',
+  items_per_group_commit: 'items per group-commit transaction',
+  pg_xacts_per_job: 'PostgreSQL transactions/job (read-only included)',
 }
 
 export function table (results: ScenarioResult[]): string {

@@ -19,6 +19,8 @@ export function falRoutesEnv (fal: FalStubProcess, o: { requestsPerSecond?: numb
     FAL_KEY: fal.key,
     FAL_QUEUE_URL: fal.url,
     FAL_JWKS_URL: fal.jwksUrl,
+    // A submission whose answer is late is looked up in fal's request list: the stub's.
+    FAL_API_URL: fal.url,
     WEBHOOK_ALLOWLIST: [new URL(fal.url).host, ...(o.allow ?? [])].join(','),
   }
 }

@@ -75,7 +75,7 @@ export const scenario: Scenario = {
         const t0 = performance.now()
         const r = await load({ url: s.svc.url, connections: o.connections, amount: count, requests })
         const ok = r['2xx']
-        if (ok < count) o.log(`  ${count - ok} creations not answered 201 (${JSON.stringify({ non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts })})`)
+        if (ok < count) o.log(`  ${count - ok} creations not answered 201 (${JSON.stringify({ statuses: r.statusCodeStats, errors: r.errors, timeouts: r.timeouts })})`)
         // Every created job submitted upstream (a submission the budget deferred gets there later).
         const submitted = await until(async () => (await stats()).held >= ok, 600_000, 250)
         const createMs = performance.now() - t0

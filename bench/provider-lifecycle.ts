@@ -128,7 +128,10 @@ export const scenario: Scenario = {
           stub_cpu_us_per_job: (stub1 - stub0) / Math.max(1, ok),
           // The service's group-commit transactions per job (creations, completions, webhook
           // attempts together); the baseline commits two per job by construction.
-          ...(g0 && g1 ? { group_commits_per_job: (g1.commits - g0.commits) / Math.max(1, ok), items_per_group_commit: (g1.items - g0.items) / Math.max(1, g1.commits - g0.commits) } : {}),
+          ...(g0 && g1 ? {
+            group_commits_per_job: (g1.commits - g0.commits) / Math.max(1, ok),
+            items_per_group_commit: (g1.items - g0.items) / Math.max(1, g1.commits - g0.commits),
+          } : {}),
         }
       }
       return {

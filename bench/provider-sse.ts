@@ -14,11 +14,35 @@ import type { Metrics } from './lib/load.js'
 import { cpuUs } from './lib/proc.js'
 import { falRoutesEnv } from './lib/provider-routes.js'
 import { percentile, sleep, until, type Check, type Scenario } from './lib/scenario.js'
-import { createJobs, ledgerInvariant, seedAccounts } from './lib/seed.js'
+import { api, ledgerInvariant, seedAccounts, type SeededAccount } from './lib/seed.js'
 import { closeStreams, openStreams } from './lib/sse-client.js'
 import { bootStack, type Stack } from './lib/stack.js'
 
 const ACCOUNTS = 50
+const BODY = { model: 'nano-banana', prompt: 'bench provider-sse' }
+
+/**
+ * `perAccount` jobs on each account, 32 creations at a time. A creation answered 502 or 503
+ * (the submission to the stub timed out on a loaded machine: nothing was charged) is tried
+ * again, up to 5 times.
+ */
+async function createHeld (s: Stack, accounts: SeededAccount[], perAccount: number): Promise<Array<{ id: string; key: string }>> {
+  const todo = Array.from({ length: perAccount * accounts.length }, (_, i) => accounts[i % accounts.length])
+  const out: Array<{ id: string; key: string }> = []
+  let next = 0
+  const worker = async () => {
+    while (next < todo.length) {
+      const a = todo[next++]
+      for (let attempt = 1; ; attempt++) {
+        const r = await api(s.svc.url, 'POST', '/v1/generate/image', { key: a.key, body: BODY })
+        if (r.status === 201) { out.push({ id: r.body.id, key: a.key }); break }
+        if ((r.status !== 502 && r.status !== 503) || attempt === 5) throw new Error(`create job: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`)
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: 32 }, worker))
+  return out
+}
 
 export const scenario: Scenario = {
   name: 'provider-sse',
@@ -44,7 +68,7 @@ export const scenario: Scenario = {
 
       const round = async (count: number): Promise<Metrics> => {
         const held0 = (await stub.control<{ held: number }>('stats')).held
-        const jobs = await createJobs(s.svc, accounts, Math.ceil(count / ACCOUNTS), 'bench provider-sse')
+        const jobs = await createHeld(s, accounts, Math.ceil(count / ACCOUNTS))
         if (!await until(async () => (await stub.control<{ held: number }>('stats')).held >= held0 + jobs.length, 120_000, 100)) throw new Error('the jobs did not all reach the stub within 2 min')
         const opened = await openStreams({
           port: s.svc.port, n: jobs.length, path: (i) => `/v1/sse/jobs/${jobs[i].id}`, headers: (i) => ({ 'x-api-key': jobs[i].key, accept: 'text/event-stream' }),

@@ -9,22 +9,24 @@
  * clock, sub-millisecond, taken before signing) to the moment its stream's `event: done`
  * arrives at the client. Target: p99 <= 50 ms at 1000 callbacks a second.
  */
+import { randomBytes } from 'node:crypto'
 import { startFalStubProcess, type FalStubProcess } from './lib/children.js'
 import type { Metrics } from './lib/load.js'
 import { cpuUs } from './lib/proc.js'
 import { falRoutesEnv } from './lib/provider-routes.js'
 import { percentile, sleep, until, type Check, type Scenario } from './lib/scenario.js'
-import { api, ledgerInvariant, seedAccounts, type SeededAccount } from './lib/seed.js'
+import { ledgerInvariant, seedAccounts, type SeededAccount } from './lib/seed.js'
 import { closeStreams, openStreams } from './lib/sse-client.js'
 import { bootStack, type Stack } from './lib/stack.js'
 
 const ACCOUNTS = 50
-const BODY = { model: 'nano-banana', prompt: 'bench provider-sse' }
+const BODY = JSON.stringify({ model: 'nano-banana', prompt: 'bench provider-sse' })
 
 /**
- * `perAccount` jobs on each account, 32 creations at a time. A creation answered 502 or 503
- * (the submission to the stub timed out on a loaded machine: nothing was charged) is tried
- * again, up to 5 times.
+ * `perAccount` jobs on each account, 32 creations at a time, each with its own Idempotency-Key.
+ * A creation answered 502 or 503 (a submission or a database that did not answer in time on a
+ * loaded machine) is sent again with the same key after a second, up to 30 times: a retried
+ * creation that had committed answers its job, never a second one.
  */
 async function createHeld (s: Stack, accounts: SeededAccount[], perAccount: number): Promise<Array<{ id: string; key: string }>> {
   const todo = Array.from({ length: perAccount * accounts.length }, (_, i) => accounts[i % accounts.length])
@@ -33,10 +35,15 @@ async function createHeld (s: Stack, accounts: SeededAccount[], perAccount: numb
   const worker = async () => {
     while (next < todo.length) {
       const a = todo[next++]
+      const idem = randomBytes(12).toString('hex')
       for (let attempt = 1; ; attempt++) {
-        const r = await api(s.svc.url, 'POST', '/v1/generate/image', { key: a.key, body: BODY })
-        if (r.status === 201) { out.push({ id: r.body.id, key: a.key }); break }
-        if ((r.status !== 502 && r.status !== 503) || attempt === 5) throw new Error(`create job: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`)
+        const r = await fetch(`${s.svc.url}/v1/generate/image`, {
+          method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': a.key, 'idempotency-key': idem }, body: BODY,
+        })
+        const body = await r.json() as { id?: string }
+        if (r.status === 201 || r.status === 200) { out.push({ id: body.id!, key: a.key }); break }
+        if ((r.status !== 502 && r.status !== 503) || attempt === 30) throw new Error(`create job: ${r.status} ${JSON.stringify(body).slice(0, 300)}`)
+        await sleep(1000)
       }
     }
   }

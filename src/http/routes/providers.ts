@@ -24,7 +24,7 @@ const PROVIDER_NAMES = new Set(['fal', 'replicate', 'kie'])
  * not be fetched (fal's JWKS endpoint down, or its request waiting behind the provider's request
  * budget). Still 401 (the provider retries), but not a refusal of the address: counting it would
  * answer the provider's own callbacks 429 for the rest of the minute once 60 had arrived during
- * the outage (docs/operations.md "Hostile input").
+ * the outage (docs/operations.md "Provider callbacks").
  */
 function keysUnavailable (reason: string): boolean {
   return /JWKS unavailable/.test(reason)

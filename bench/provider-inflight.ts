@@ -99,6 +99,10 @@ export const scenario: Scenario = {
         // The drain: every held job ends and calls back.
         const d0 = performance.now()
         const dc0 = cpuUs(pid)
+        // Hold off first: a job submitted again during the drain (its first submission's answer
+        // was lost, or it was a duplicate) ends 50 ms later and calls back, instead of being held.
+        await stub.control('hold', { on: false })
+        await stub.control('defaults', { finishAfterMs: 50 })
         await stub.control('release', { concurrency: RELEASE_CONCURRENCY })
         // Every job of the round, whatever its creation was answered (a creation answered 503 on
         // a stalled database may still have committed).
@@ -115,6 +119,8 @@ export const scenario: Scenario = {
             count(*) FILTER (WHERE status IN ('queued', 'submitted', 'processing') AND provider_job_id IS NULL)::int AS lost
           FROM jobs WHERE created_at >= ${since}`
         const st1 = await stats()
+        await stub.control('defaults', { finishAfterMs: null })
+        await stub.control('hold', { on: true })
         await stub.control('forget', {})
         return {
           jobs: ok,

@@ -84,10 +84,16 @@ export const scenario: Scenario = {
         if (opened.failed) o.log(`  ${opened.failed} streams failed to open: ${JSON.stringify(opened.statuses)}`)
         await sleep(1000)
         const c0 = cpuUs(s.svc.pid)
+        // Hold off first: a job submitted again meanwhile (a lost answer) ends 50 ms later and
+        // calls back instead of being held.
+        await stub.control('hold', { on: false })
+        await stub.control('defaults', { finishAfterMs: 50 })
         await stub.control('release', { rate })
         const all = await until(() => streams.every(x => x.doneAt > 0), jobs.length / rate * 1000 + 60_000, 5)
         const c1 = cpuUs(s.svc.pid)
         await until(async () => !(await stub.control<{ releasing: boolean }>('stats')).releasing, 30_000, 50)
+        await stub.control('defaults', { finishAfterMs: null })
+        await stub.control('hold', { on: true })
         const released = await stub.control<Array<[string, number, number | null]>>('released')
         await stub.control('forget', {})
         closeStreams(opened.streams)

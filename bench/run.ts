@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- [scenario...] [--rounds N] [--duration S] [--connections C] [--streams N]
- * [--webhook-jobs N] [--hog | --hog-only] [--hog-core N]`
+ * [--webhook-jobs N] [--inflight N] [--callback-rate R] [--upstream-rps R] [--hog | --hog-only] [--hog-core N]`
  *
  * For each scenario: a fresh database on DATABASE_URL's server (default
  * postgres://postgres@127.0.0.1:5432/postgres), the service started on it as a child process
@@ -32,8 +32,14 @@ import { scenario as webhooks } from './webhooks.js'
 import { scenario as jobLifecycle, fastScenario as jobLifecycleFast } from './job-lifecycle.js'
 import { startHog, type Hog } from './lib/hog.js'
 import { scenario as providerCallback } from './provider-callback.js'
+import { scenario as providerLifecycle } from './provider-lifecycle.js'
+import { scenario as providerInflight } from './provider-inflight.js'
+import { scenario as providerSse } from './provider-sse.js'
 
-const ALL: Scenario[] = [models, jobGet, jobCreate, jobCreateHot, sseHold, sseFanout, webhooks, jobLifecycle, jobLifecycleFast, providerCallback]
+const ALL: Scenario[] = [
+  models, jobGet, jobCreate, jobCreateHot, sseHold, sseFanout, webhooks, jobLifecycle, jobLifecycleFast,
+  providerCallback, providerLifecycle, providerInflight, providerSse,
+]
 const ROOT = join(DIST, '..')
 
 /** With --hog, ratio targets of `>=` become at most this (with one core hogged, job-create and job-lifecycle must stay >= 2x their baselines). */
@@ -42,7 +48,7 @@ const HOG_RATIO_CAP = 2
 function parseArgs (argv: string[]): { names: string[]; opts: Omit<BenchOptions, 'log'>; hog: 'off' | 'also' | 'only'; hogCore: number } {
   let hog: 'off' | 'also' | 'only' = 'off'
   let hogCore = 0
-  const opts = { rounds: 3, duration: 5, connections: 100, rate: 0, paced: 0, streams: 10_000, webhookJobs: 5000, databaseUrl: process.env.DATABASE_URL || DEFAULT_DATABASE_URL, nodeFlags: (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean) }
+  const opts = { rounds: 3, duration: 5, connections: 100, rate: 0, paced: 0, streams: 10_000, webhookJobs: 5000, inflight: 100_000, callbackRate: 1000, upstreamRps: 1000, databaseUrl: process.env.DATABASE_URL || DEFAULT_DATABASE_URL, nodeFlags: (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean) }
   const names: string[] = []
   const num = (flag: string, v: string | undefined, min: number) => {
     const n = Number(v)
@@ -59,11 +65,14 @@ function parseArgs (argv: string[]): { names: string[]; opts: Omit<BenchOptions,
       case '--paced': opts.paced = num(a, argv[++i], 0); break
       case '--streams': opts.streams = num(a, argv[++i], 10); break
       case '--webhook-jobs': opts.webhookJobs = num(a, argv[++i], 10); break
+      case '--inflight': opts.inflight = num(a, argv[++i], 10); break
+      case '--callback-rate': opts.callbackRate = num(a, argv[++i], 1); break
+      case '--upstream-rps': opts.upstreamRps = num(a, argv[++i], 1); break
       case '--hog': hog = 'also'; break
       case '--hog-only': hog = 'only'; break
       case '--hog-core': hogCore = num(a, argv[++i], 0); break
       case '-h': case '--help':
-        process.stdout.write(`usage: npm run bench -- [${ALL.map(s => s.name).join('|')} ...] [--rounds N] [--duration S] [--connections C] [--rate R | --paced R] [--streams N] [--webhook-jobs N] [--hog | --hog-only] [--hog-core N]\n`)
+        process.stdout.write(`usage: npm run bench -- [${ALL.map(s => s.name).join('|')} ...] [--rounds N] [--duration S] [--connections C] [--rate R | --paced R] [--streams N] [--webhook-jobs N] [--inflight N] [--callback-rate R] [--upstream-rps R] [--hog | --hog-only] [--hog-core N]\n`)
         process.exit(0)
         break
       default:
@@ -258,6 +267,23 @@ const LABELS: Record<string, string> = {
   sys_futex_per_req: 'futex/request',
   pg_cpu_us_per_job: 'PostgreSQL CPU/job (µs)',
   total_cpu_us_per_job: 'process+PG CPU/job (µs)',
+  stub_cpu_us_per_job: 'fal stub CPU/job (µs)',
+  span_ms: 'first creation to last completion (ms)',
+  jobs: 'jobs',
+  held: 'jobs held in flight upstream',
+  create_ms: 'time to create and submit them (ms)',
+  rss_per_job_b: 'RSS growth/in-flight job, settled (bytes)',
+  wait_cpu_core_share: 'CPU while waiting (fraction of one core)',
+  upstream_rps_wait: 'upstream requests/s while waiting',
+  status_rps_wait: 'status polls/s while waiting',
+  upstream_calls_per_job: 'upstream API calls/job, create to completed',
+  drain_cpu_us_per_job: 'CPU/job during the drain (µs)',
+  budget_rps: 'fal request budget (req/s)',
+  callbacks_per_s: 'callbacks/s sent by the stub',
+  callbacks_not_200: 'callbacks not answered 200',
+  group_commits_per_job: 'group-commit transactions/job',
+  items_per_group_commit: 'items per group-commit transaction',
+  pg_xacts_per_job: 'PostgreSQL transactions/job (read-only included)',
 }
 
 export function table (results: ScenarioResult[]): string {
@@ -302,6 +328,8 @@ async function main (): Promise<void> {
   const { names, opts, hog, hogCore } = parseArgs(process.argv.slice(2))
   const needsStreams = names.some(n => n.startsWith('sse-'))
   const streams = needsStreams ? ensureFds(opts.streams) : opts.streams
+  // provider-sse holds one stream a job in this process and in the service.
+  if (names.includes('provider-sse')) ensureFds(opts.webhookJobs)
   const o: BenchOptions = { ...opts, streams, log: (m) => process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${m}\n`) }
   const started = new Date()
   const host = machine()

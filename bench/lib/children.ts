@@ -182,3 +182,32 @@ export async function startBaseline (name: string, script: string, env: Record<s
     stop: () => terminate(child, 5000),
   }
 }
+
+export interface FalStubProcess {
+  pid: number
+  url: string
+  key: string
+  jwksUrl: string
+  /** A control request (`/_stub/<what>`, test/fixtures/fal-stub.ts): GET without a body, POST with one. */
+  control<T = any> (what: string, body?: unknown): Promise<T>
+  stop (): Promise<void>
+}
+
+/** The fal contract stub in its own process (bench/lib/fal-stub-child.ts). */
+export async function startFalStubProcess (): Promise<FalStubProcess> {
+  const p = await startBaseline('fal stub', 'lib/fal-stub-child.js')
+  const info = await p.ask<{ url: string; key: string; jwksUrl: string }>({ cmd: 'info' })
+  return {
+    pid: p.pid,
+    url: info.url,
+    key: info.key,
+    jwksUrl: info.jwksUrl,
+    async control (what, body) {
+      const r = await fetch(`${info.url}/_stub/${what}`, body === undefined ? {} : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+      const text = await r.text()
+      if (r.status >= 300 && r.status !== 202) throw new Error(`stub control ${what}: ${r.status} ${text.slice(0, 200)}`)
+      return JSON.parse(text)
+    },
+    stop: () => p.stop(),
+  }
+}

@@ -24,8 +24,14 @@ export interface BenchOptions {
   paced: number
   /** SSE streams for sse-hold and sse-fanout. */
   streams: number
-  /** Completions for the webhooks scenario. */
+  /** Completions for the webhooks scenario (and jobs per round of the provider scenarios). */
   webhookJobs: number
+  /** Upstream jobs held in flight by provider-inflight. */
+  inflight: number
+  /** Callbacks a second the fal stub sends in provider-sse. */
+  callbackRate: number
+  /** The fal request budget (requests_per_second) of provider-inflight. */
+  upstreamRps: number
   /** PostgreSQL server; each scenario creates (and drops) its own database on it. */
   databaseUrl: string
   /** Extra node flags for the service (BENCH_NODE_FLAGS, e.g. --cpu-prof). */

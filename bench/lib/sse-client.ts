@@ -15,6 +15,8 @@ const DONE = Buffer.from('event: done', 'latin1')
 const READ_BUFFER = Buffer.alloc(64 * 1024)
 
 export interface Stream {
+  /** The stream's number (`path(i)`, `headers(i)`). */
+  index: number
   socket: Socket
   status: number
   openedAt: number
@@ -51,7 +53,7 @@ export async function openStreams (o: OpenOptions): Promise<{ streams: Stream[];
         inflight++
         let counted = false
         const once = (ok: boolean) => { if (counted) return; counted = true; if (!ok) failed++; finish() }
-        const s: Stream = { socket: null as unknown as Socket, status: 0, openedAt: 0, doneAt: 0, tail: '' }
+        const s: Stream = { index: i, socket: null as unknown as Socket, status: 0, openedAt: 0, doneAt: 0, tail: '' }
         // Reads land in one shared buffer (onread): no Buffer, string or stream event per read,
         // so the client's own cost per received event stays small (it shares the machine).
         const socket = connect({

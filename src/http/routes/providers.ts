@@ -19,6 +19,16 @@ export const CALLBACK_BODY_LIMIT = 256 * 1024
  */
 export const CALLBACK_REFUSALS_PER_MINUTE = 60
 const PROVIDER_NAMES = new Set(['fal', 'replicate', 'kie'])
+/**
+ * A verification that failed on our side, not the sender's: the provider's signing keys could
+ * not be fetched (fal's JWKS endpoint down, or its request waiting behind the provider's request
+ * budget). Still 401 (the provider retries), but not a refusal of the address: counting it would
+ * answer the provider's own callbacks 429 for the rest of the minute once 60 had arrived during
+ * the outage (docs/operations.md "Provider callbacks").
+ */
+function keysUnavailable (reason: string): boolean {
+  return /JWKS unavailable/.test(reason)
+}
 /** Waits before each further lookup of an upstream id not found yet (2.5 s in all). */
 const LOOKUP_RETRY_MS = [50, 150, 300, 500, 1500]
 
@@ -64,13 +74,14 @@ async function callback (ctx: RouteContext) {
     if (Number.isFinite(declared) && declared > CALLBACK_BODY_LIMIT) throw tooLarge()
     const body = await readRaw(ctx)
     v = await provider.verifyCallback({ headers: ctx.headers, query: ctx.query.toString(), body })
-    if (!v.ok) {
-      ctx.services.log.warn({ provider: name, reason: v.reason }, 'provider callback refused')
-      throw new ApiError('CALLBACK_UNVERIFIED', `Callback verification failed: ${v.reason}`)
-    }
   } catch (e) {
     if (e instanceof ApiError) refusals.hit(ip)
     throw e
+  }
+  if (!v.ok) {
+    ctx.services.log.warn({ provider: name, reason: v.reason }, 'provider callback refused')
+    if (!keysUnavailable(v.reason)) refusals.hit(ip)
+    throw new ApiError('CALLBACK_UNVERIFIED', `Callback verification failed: ${v.reason}`)
   }
   // A fast provider can call back before the creation that submitted the job has committed
   // its row: look again for a moment before calling the id unknown.

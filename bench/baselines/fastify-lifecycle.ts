@@ -8,7 +8,7 @@
  *   completion: write the result file (the simulated provider's sample.png); BEGIN; UPDATE the
  *               job (completed, result_url, completed_at); SELECT the account's webhooks;
  *               INSERT one outbox row per webhook; INSERT the library row (bench_images); COMMIT
- *   each request: one usage row (INSERT INTO bench_request_log, autocommit, after the answer:
+ *   each request: one usage row (INSERT INTO bench_request_log, autocommit, once answered:
  *               usual-create.ts meterRequests), as the service meters every request
  * A timer per job stands in for the provider: it "polls" at the service's cadence for the same
  * simulated duration (SIM_SPEED), re-armed after each poll's write like the service's JobActor.
@@ -18,7 +18,7 @@
  * SIM_SPEED=10 and 0 at SIM_SPEED=1000 (the first poll finds it done). The outbox rows are
  * written, not delivered (no delivery worker): the service delivers its own, at its cost.
  *
- * IPC: {cmd: 'pending'} -> {pending} jobs not yet completed in memory;
+ * IPC: {cmd: 'pending'} -> {pending} jobs not yet completed in memory and usage rows not yet written;
  * {cmd: 'check'} -> ledger and lifecycle counts for the scenario's checks.
  */
 import { randomBytes } from 'node:crypto'
@@ -158,7 +158,7 @@ app.post('/v1/generate/image', { schema: CREATE_SCHEMA }, async (req, reply) => 
 await app.listen({ host: '127.0.0.1', port: Number(process.env.PORT) })
 
 process.on('message', async (m: any) => {
-  if (m?.cmd === 'pending') { process.send!({ id: m.id, pending, progressUpdates, tickErrors }); return }
+  if (m?.cmd === 'pending') { process.send!({ id: m.id, pending: pending + metered.inFlight, progressUpdates, tickErrors }); return }
   if (m?.cmd === 'completedBetween') {
     const [r] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM bench_jobs WHERE status = ${m.status ?? 'completed'} AND completed_at >= ${new Date(m.from)} AND completed_at < ${new Date(m.to)}`
     process.send!({ id: m.id, n: r.n })

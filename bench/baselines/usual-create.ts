@@ -4,8 +4,8 @@
  * entry and the job row, on the bench_* tables. Kept in one place so the two baselines measure
  * the same creation. Also the usual way to meter every request (the service writes one usage
  * row per request too, docs/api.md "Usage and limits"): an INSERT of one row into
- * bench_request_log per answered request, from Fastify's onResponse hook, indexed for a
- * per-account usage summary (USAGE_SCHEMA, meterRequests).
+ * bench_request_log per request once it is answered, indexed for a per-account usage summary
+ * (USAGE_SCHEMA, meterRequests).
  */
 import { randomBytes } from 'node:crypto'
 import type postgres from 'postgres'
@@ -51,22 +51,26 @@ export const USAGE_SCHEMA = `
   CREATE INDEX IF NOT EXISTS bench_request_log_account ON bench_request_log (account_id, at) WHERE account_id IS NOT NULL;
 `
 
-/** Counts of meterRequests' writes (the baseline reports them to the scenario). */
-export const metered = { rows: 0, errors: 0 }
+/** Counts of meterRequests' writes, and those not yet answered (the baseline reports them to the scenario; a round drains them). */
+export const metered = { rows: 0, errors: 0, inFlight: 0 }
 
 /**
- * One usage row per answered request, written after the answer is sent (onResponse): an
- * autocommit INSERT (account from X-Account-Id, credits `price` on a 201).
+ * One usage row per request, written once its answer is sent or its client went away (the
+ * raw response's `close`: Fastify's onResponse does not run for a request whose client
+ * closed first, as the load generator's connections do at the end of a run, and the service
+ * meters those too): an autocommit INSERT, account from X-Account-Id, credits `price` on a 201.
  */
 export function meterRequests (app: FastifyInstance, sql: postgres.Sql, price: number): void {
-  app.addHook('onResponse', async (req, reply) => {
-    const account = Number(req.headers['x-account-id'])
-    const status = reply.statusCode
-    try {
-      await sql`INSERT INTO bench_request_log (at, account_id, key_id, method, endpoint, status, credits, latency_ms, request_id)
+  app.addHook('onRequest', async (req, reply) => {
+    const started = performance.now()
+    reply.raw.once('close', () => {
+      const account = Number(req.headers['x-account-id'])
+      const status = reply.statusCode
+      metered.inFlight++
+      sql`INSERT INTO bench_request_log (at, account_id, key_id, method, endpoint, status, credits, latency_ms, request_id)
         VALUES (${new Date()}, ${Number.isInteger(account) && account > 0 ? account : null}, ${null}, ${req.method}, ${req.routeOptions.url ?? req.url},
-          ${status}, ${status === 201 ? price : 0}, ${reply.elapsedTime}, ${req.id})`
-      metered.rows++
-    } catch { metered.errors++ }
+          ${status}, ${status === 201 ? price : 0}, ${performance.now() - started}, ${req.id})`
+        .then(() => { metered.rows++ }, () => { metered.errors++ }).finally(() => { metered.inFlight-- })
+    })
   })
 }

@@ -170,10 +170,14 @@ export async function findJobByIdempotencyKey (sql: Q, accountId: number, key: s
   return row
 }
 
-/** In-flight jobs per API key (null = session) of one account, when its actor loads. */
+/**
+ * In-flight jobs per API key (null = session) of one account, when its actor loads. Running
+ * jobs are found by `completed_at IS NULL` (the partial index jobs_running, sql/0018).
+ */
 export async function activeCountsByKey (sql: Q, accountId: number): Promise<Map<number | null, number>> {
   const rows = await sql<{ key_id: number | null; n: number }[]>`
-    SELECT key_id, count(*)::int AS n FROM jobs WHERE account_id = ${accountId} AND status IN ('queued', 'submitted', 'processing') GROUP BY key_id`
+    SELECT key_id, count(*)::int AS n FROM jobs
+    WHERE account_id = ${accountId} AND completed_at IS NULL AND status IN ('queued', 'submitted', 'processing') GROUP BY key_id`
   return new Map(rows.map(r => [r.key_id, r.n]))
 }
 
@@ -192,7 +196,7 @@ export async function claimJobs (sql: Q, node: string, shard: number, shards: nu
     UPDATE jobs SET owner = ${node}, lease_until = now() + make_interval(secs => ${LEASE_MS / 1000})
     WHERE id IN (
       SELECT id FROM jobs
-      WHERE status IN ('queued', 'submitted', 'processing') AND account_id % ${shards} = ${shard}
+      WHERE completed_at IS NULL AND status IN ('queued', 'submitted', 'processing') AND account_id % ${shards} = ${shard}
         AND (owner IS NULL ${reclaimOwn ? sql`OR owner = ${node}` : sql``}
           OR (owner <> ${node} AND (lease_until IS NULL OR lease_until < now()) AND NOT EXISTS (
             SELECT 1 FROM shard_leases l
@@ -300,7 +304,7 @@ export async function insertBatch (tx: Q, accountId: number, key: string, hash: 
 
 /** Non-terminal jobs per status (GET /metrics). */
 export async function activeJobsByStatus (sql: Q): Promise<Array<{ status: string; n: number }>> {
-  return sql<{ status: string; n: number }[]>`SELECT status, count(*)::int AS n FROM jobs WHERE status IN ('queued', 'submitted', 'processing') GROUP BY status`
+  return sql<{ status: string; n: number }[]>`SELECT status, count(*)::int AS n FROM jobs WHERE completed_at IS NULL AND status IN ('queued', 'submitted', 'processing') GROUP BY status`
 }
 
 

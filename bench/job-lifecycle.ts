@@ -19,6 +19,9 @@
  *   backends of the database (the scenario's own check connection excluded) from t0 until every
  *   job of the round is terminal and (service) every outbox row delivered, divided by the jobs
  *   completed in the round. The next side starts only after that drain.
+ * Both sides write one usage row per request (the baseline: bench/baselines/usual-create.ts
+ * meterRequests). At SIM_SPEED=1000 (job-lifecycle-fast) a job ends before its first poll, so
+ * neither side writes progress: the run with no progress writes.
  * After the rounds (service and baseline stopped): every created job terminal and completed,
  * ledger invariant, no job charged or refunded twice, one library row per completed job, one
  * outbox row per completion of a webhook account (service: all delivered), and the UPDATEs of
@@ -176,6 +179,7 @@ export function lifecycleScenario (name: string, simSpeed: number): Scenario {
                 (SELECT count(*)::int FROM images) AS library,
                 (SELECT count(*)::int FROM webhook_deliveries) AS outbox,
                 (SELECT count(*)::int FROM webhook_deliveries WHERE status = 'delivered') AS delivered,
+                (SELECT count(*)::int FROM request_log) AS usage_rows,
                 (SELECT count(*)::int FROM jobs j WHERE status IN ('completed', 'failed') AND EXISTS (SELECT 1 FROM webhooks w WHERE w.account_id = j.account_id)) AS outbox_expected`
             const reasons = await c<{ error: string; n: number }[]>`SELECT coalesce(error_message, '') AS error, count(*)::int AS n FROM jobs WHERE status = 'failed' GROUP BY 1 ORDER BY 2 DESC LIMIT 5`
             await sleep(1500) // the exited backends' table statistics
@@ -197,6 +201,8 @@ export function lifecycleScenario (name: string, simSpeed: number): Scenario {
               { metric: 'outbox rows / terminal jobs with a webhook (service; baseline)', value: `${j.outbox} / ${j.outbox_expected}; ${bc.outbox} / ${bc.outbox_expected}`, target: 'equal', met: j.outbox === j.outbox_expected && bc.outbox === bc.outbox_expected },
               { metric: 'outbox rows delivered (service)', value: `${j.delivered} / ${j.outbox}`, target: 'all', met: j.delivered === j.outbox },
               { metric: 'UPDATEs of the job row per job (service; baseline)', value: `${svcUpd}; ${baseUpd}`, target: 'counted', met: true },
+              // Both sides meter every request: one usage row each (the service's seeding and webhook registrations add a few).
+              { metric: 'usage rows / jobs (service; baseline)', value: `${j.usage_rows} / ${j.jobs}; ${bc.usage_rows} / ${bc.jobs}`, target: '>= 1 each', met: j.usage_rows >= j.jobs && bc.usage_rows >= bc.jobs && bc.meterErrors === 0 },
             ]
             return { checks, raw: {
               failures: reasons.map(x => ({ ...x })), service: j, baseline: bc, ledger: inv, updates, created, settleMs, pollMs, durationMs
@@ -217,5 +223,5 @@ export function lifecycleScenario (name: string, simSpeed: number): Scenario {
 
 /** ~10 polls per job (1.5 s each): the realistic case. */
 export const scenario = lifecycleScenario('job-lifecycle', 10)
-/** 15 ms jobs, done at the first poll: creation-bound, little polling. */
+/** 15 ms jobs, done at the first poll (20 ms): no progress writes on either side, creation-bound. */
 export const fastScenario = lifecycleScenario('job-lifecycle-fast', 1000)

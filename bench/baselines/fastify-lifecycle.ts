@@ -8,6 +8,8 @@
  *   completion: write the result file (the simulated provider's sample.png); BEGIN; UPDATE the
  *               job (completed, result_url, completed_at); SELECT the account's webhooks;
  *               INSERT one outbox row per webhook; INSERT the library row (bench_images); COMMIT
+ *   each request: one usage row (INSERT INTO bench_request_log, autocommit, once answered:
+ *               usual-create.ts meterRequests), as the service meters every request
  * A timer per job stands in for the provider: it "polls" at the service's cadence for the same
  * simulated duration (SIM_SPEED), re-armed after each poll's write like the service's JobActor.
  * Progress UPDATEs: one per poll that finds the job still running, which is what a naive
@@ -16,7 +18,7 @@
  * SIM_SPEED=10 and 0 at SIM_SPEED=1000 (the first poll finds it done). The outbox rows are
  * written, not delivered (no delivery worker): the service delivers its own, at its cost.
  *
- * IPC: {cmd: 'pending'} -> {pending} jobs not yet completed in memory;
+ * IPC: {cmd: 'pending'} -> {pending} jobs not yet completed in memory and usage rows not yet written;
  * {cmd: 'check'} -> ledger and lifecycle counts for the scenario's checks.
  */
 import { randomBytes } from 'node:crypto'
@@ -27,7 +29,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import Fastify from 'fastify'
 import postgres from 'postgres'
-import { CREATE_SCHEMA, createJob } from './usual-create.js'
+import { CREATE_SCHEMA, createJob, metered, meterRequests, USAGE_SCHEMA } from './usual-create.js'
 
 const PRICE = 10
 const ESTIMATED_SECONDS = 15 // nano-banana
@@ -83,6 +85,7 @@ await sql.unsafe(`
     url text NOT NULL, secret text NOT NULL, body text NOT NULL, status text NOT NULL DEFAULT 'pending',
     attempts integer NOT NULL DEFAULT 0, next_attempt_at timestamptz NOT NULL DEFAULT now(), created_at timestamptz NOT NULL DEFAULT now());
   CREATE INDEX IF NOT EXISTS bench_webhook_deliveries_due ON bench_webhook_deliveries (next_attempt_at) WHERE status = 'pending';
+  ${USAGE_SCHEMA}
 `)
 await sql.begin(async (tx) => {
   await tx`INSERT INTO bench_accounts (id, email, credits) SELECT g, 'b' || g || '@bench.example', ${credits} FROM generate_series(1, ${accounts}) g ON CONFLICT DO NOTHING`
@@ -140,6 +143,7 @@ async function complete (j: Live): Promise<void> {
 }
 
 const app = Fastify({ logger: false })
+meterRequests(app, sql, PRICE)
 app.post('/v1/generate/image', { schema: CREATE_SCHEMA }, async (req, reply) => {
   const accountId = Number(req.headers['x-account-id'])
   const { model, prompt } = req.body as { model: string; prompt: string }
@@ -154,7 +158,7 @@ app.post('/v1/generate/image', { schema: CREATE_SCHEMA }, async (req, reply) => 
 await app.listen({ host: '127.0.0.1', port: Number(process.env.PORT) })
 
 process.on('message', async (m: any) => {
-  if (m?.cmd === 'pending') { process.send!({ id: m.id, pending, progressUpdates, tickErrors }); return }
+  if (m?.cmd === 'pending') { process.send!({ id: m.id, pending: pending + metered.inFlight, progressUpdates, tickErrors }); return }
   if (m?.cmd === 'completedBetween') {
     const [r] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM bench_jobs WHERE status = ${m.status ?? 'completed'} AND completed_at >= ${new Date(m.from)} AND completed_at < ${new Date(m.to)}`
     process.send!({ id: m.id, n: r.n })
@@ -171,8 +175,9 @@ process.on('message', async (m: any) => {
         (SELECT count(*)::int FROM (SELECT job_id FROM bench_credit_entries WHERE kind IN ('charge', 'refund') GROUP BY job_id, kind HAVING count(*) > 1) d) AS doubled,
         (SELECT count(*)::int FROM bench_images) AS library,
         (SELECT count(*)::int FROM bench_webhook_deliveries) AS outbox,
-        (SELECT count(*)::int FROM bench_jobs WHERE status = 'completed' AND account_id <= ${webhookAccounts}) AS outbox_expected`
-    process.send!({ id: m.id, ...r, progressUpdates, tickErrors, pending })
+        (SELECT count(*)::int FROM bench_jobs WHERE status = 'completed' AND account_id <= ${webhookAccounts}) AS outbox_expected,
+        (SELECT count(*)::int FROM bench_request_log) AS usage_rows`
+    process.send!({ id: m.id, ...r, progressUpdates, tickErrors, pending, meterErrors: metered.errors })
   }
 })
 process.on('SIGTERM', () => {

@@ -2,10 +2,14 @@
  * The "usual way" job creation both Fastify baselines share (job-create, job-lifecycle): the
  * route's schema, and ONE transaction charging with a conditional UPDATE, then the ledger
  * entry and the job row, on the bench_* tables. Kept in one place so the two baselines measure
- * the same creation.
+ * the same creation. Also the usual way to meter every request (the service writes one usage
+ * row per request too, docs/api.md "Usage and limits"): an INSERT of one row into
+ * bench_request_log per request once it is answered, indexed for a per-account usage summary
+ * (USAGE_SCHEMA, meterRequests).
  */
 import { randomBytes } from 'node:crypto'
 import type postgres from 'postgres'
+import type { FastifyInstance } from 'fastify'
 
 export const CREATE_SCHEMA = {
   body: {
@@ -34,4 +38,39 @@ export async function createJob (
     return a.credits
   })
   return remaining === null ? null : { id, now, remaining }
+}
+
+/**
+ * The request log the usual way: one row per request with a serial key, and the (account, time)
+ * index a per-account usage summary reads it by (the service's own request_log started so).
+ */
+export const USAGE_SCHEMA = `
+  CREATE TABLE IF NOT EXISTS bench_request_log (
+    id bigserial PRIMARY KEY, at timestamptz NOT NULL, account_id bigint, key_id bigint, method text NOT NULL, endpoint text NOT NULL,
+    status integer NOT NULL, credits integer NOT NULL DEFAULT 0, latency_ms real NOT NULL, request_id text);
+  CREATE INDEX IF NOT EXISTS bench_request_log_account ON bench_request_log (account_id, at) WHERE account_id IS NOT NULL;
+`
+
+/** Counts of meterRequests' writes, and those not yet answered (the baseline reports them to the scenario; a round drains them). */
+export const metered = { rows: 0, errors: 0, inFlight: 0 }
+
+/**
+ * One usage row per request, written once its answer is sent or its client went away (the
+ * raw response's `close`: Fastify's onResponse does not run for a request whose client
+ * closed first, as the load generator's connections do at the end of a run, and the service
+ * meters those too): an autocommit INSERT, account from X-Account-Id, credits `price` on a 201.
+ */
+export function meterRequests (app: FastifyInstance, sql: postgres.Sql, price: number): void {
+  app.addHook('onRequest', async (req, reply) => {
+    const started = performance.now()
+    reply.raw.once('close', () => {
+      const account = Number(req.headers['x-account-id'])
+      const status = reply.statusCode
+      metered.inFlight++
+      sql`INSERT INTO bench_request_log (at, account_id, key_id, method, endpoint, status, credits, latency_ms, request_id)
+        VALUES (${new Date()}, ${Number.isInteger(account) && account > 0 ? account : null}, ${null}, ${req.method}, ${req.routeOptions.url ?? req.url},
+          ${status}, ${status === 201 ? price : 0}, ${performance.now() - started}, ${req.id})`
+        .then(() => { metered.rows++ }, () => { metered.errors++ }).finally(() => { metered.inFlight-- })
+    })
+  })
 }

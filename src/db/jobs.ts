@@ -7,46 +7,6 @@ import { eventsJson, insertEventsFrom, type RouteRecord } from './upstream.js'
 export type NewJob = Omit<JobRow, 'progress' | 'credits_refunded' | 'result_url' | 'error_message' | 'content_policy_violation' | 'updated_at' | 'completed_at'> &
   Partial<Pick<JobRow, 'progress' | 'result_url' | 'completed_at'>>
 
-/** `(columns) VALUES (...)` of a new job row, used by chargeAndInsertJob. */
-function jobColumnsValues (tx: Q, j: NewJob, r: RouteRecord | null) {
-  return tx`(id, account_id, key_id, type, model, status, prompt, request, credits_charged, estimated_seconds,
-      provider, provider_job_id, idempotency_key, request_hash, source_job_id, free_trial, deadline_at, created_at, updated_at,
-      progress, result_url, completed_at, owner, lease_until, route, upstream, submitted_at)
-    VALUES (${j.id}, ${j.account_id}, ${j.key_id}, ${j.type}, ${j.model}, ${j.status}, ${j.prompt}, ${tx.json(j.request as any)},
-      ${j.credits_charged}, ${j.estimated_seconds}, ${j.provider}, ${j.provider_job_id}, ${j.idempotency_key}, ${j.request_hash},
-      ${j.source_job_id}, ${j.free_trial}, ${j.deadline_at}, ${j.created_at}, ${j.created_at},
-      ${j.progress ?? 0}, ${j.result_url ?? null}, ${j.completed_at ?? null}, ${j.owner ?? null}, ${j.lease_until ?? null},
-      ${r?.route ?? null}, ${r?.upstream ? tx.json(r.upstream as any) : null}, ${r?.submitted_at ?? null})`
-}
-
-/**
- * A creation's durable writes in ONE statement (docs/architecture.md "Durability"): the conditional charge, its
- * `charge` ledger entry and the job row. The charge is the cross-node authority:
- * it needs `credits >= price`, and for the free-trial video also that the account's one free
- * video is still unused (it takes it: free_videos_used + 1). Returns the committed balance
- * (RETURNING), or null when refused: the entry and the job were written all the same, so the
- * caller MUST then fail its transaction (throwing inside group-commit work rolls it back). One
- * statement instead of three: per-statement work was most of a creation's cost.
- */
-export async function chargeAndInsertJob (
-  tx: Q, j: NewJob, note: string, record: RouteRecord | null = null
-): Promise<{ credits: number; free_videos_used: number } | null> {
-  const trial = j.free_trial
-  const [row] = await tx<{ credits: number | null; free_videos_used: number | null }[]>`
-    WITH charged AS (
-      UPDATE accounts SET credits = credits - ${j.credits_charged}, updated_at = now(),
-        free_videos_used = free_videos_used + ${trial ? 1 : 0}
-      WHERE id = ${j.account_id} AND credits >= ${j.credits_charged}
-        AND (${!trial} OR has_purchased OR enterprise OR free_videos_used < 1)
-      RETURNING credits, free_videos_used
-    ), entry AS (
-      INSERT INTO credit_entries (account_id, delta, kind, job_id, note) VALUES (${j.account_id}, ${-j.credits_charged}, 'charge', ${j.id}, ${note})
-    )
-    INSERT INTO jobs ${jobColumnsValues(tx, j, record)}
-    RETURNING (SELECT credits FROM charged) AS credits, (SELECT free_videos_used FROM charged) AS free_videos_used`
-  return row.credits === null ? null : { credits: row.credits, free_videos_used: row.free_videos_used! }
-}
-
 /** A timestamp as text for an array literal. */
 const isoOrNull = (d: Date | null | undefined): string | null => d == null ? null : d.toISOString()
 
@@ -106,8 +66,9 @@ const ROUTE_COLUMNS: ReadonlyArray<{ name: string; type: 'text' | 'timestamptz';
  *
  * The rows cross as one array literal per column (docs/decisions.md "Creation CPU"): a JSON
  * document of the whole batch cost PostgreSQL a jsonb parse with key sorting per row and the
- * shard a JSON.stringify of every row with its keys. Only for creations not born completed
- * (the group commit sends those alone): result_url and completed_at are NULL.
+ * shard a JSON.stringify of every row with its keys. result_url and completed_at are NULL: a
+ * creation born completed is inserted running and completed by a second statement of its
+ * transaction (src/shard/group-commit.ts).
  */
 export function creationCtes (routed: boolean, offset: number): string {
   const cols: ReadonlyArray<{ name: string; type: string; select?: string }> = routed ? [...BATCH_COLUMNS, ...ROUTE_COLUMNS] : BATCH_COLUMNS
@@ -158,19 +119,12 @@ export function creationParams (jobs: NewJob[], records: ReadonlyArray<RouteReco
   return { params, routed }
 }
 
-/** Non-terminal progress: status, progress and the provider's id. */
-export async function updateJobProgress (tx: Q, id: string, status: JobStatus, progress: number, providerJobId: string | null, at: Date): Promise<void> {
-  await tx`
-    UPDATE jobs SET status = ${status}, progress = ${progress}, provider_job_id = coalesce(${providerJobId}, provider_job_id), updated_at = ${at}
-    WHERE id = ${id} AND status IN ('queued', 'submitted', 'processing')`
-}
-
 /** One non-terminal status change of a batch (updateJobsProgress). */
 export interface Transition { id: string; status: JobStatus; progress: number; at: Date }
 
 /**
- * The CTE of a batch's non-terminal status changes (writeBatch, src/db/ledger.ts): what
- * updateJobProgress does for one job, for every transition of a group commit, from 4 array
+ * The CTE of a batch's non-terminal status changes (writeBatch, src/db/ledger.ts; one row:
+ * updateJobProgress), for every transition of a group commit, from 4 array
  * parameters after `offset` (transitionParams). At most one transition per job (one statement
  * cannot update a row twice).
  */
@@ -190,51 +144,20 @@ export function transitionParams (items: Transition[]): string[] {
   ]
 }
 
-export interface Terminal {
-  status: 'completed' | 'failed' | 'cancelled'
-  progress: number
-  result_url: string | null
-  error_message: string | null
-  content_policy_violation: boolean
-  credits_refunded: number
-  at: Date
-}
+/** The result rows of a batch statement that returns none (writeBatch, src/db/ledger.ts). */
+export const NO_ROWS = 'SELECT NULL::bigint AS account, NULL::bigint AS credits, NULL::int AS free_videos_used, NULL::text AS job WHERE false'
 
-/** Moves a job to its terminal state; false when it already was terminal (nothing changed). */
-export async function finishJob (tx: Q, id: string, t: Terminal): Promise<boolean> {
-  const r = await tx`
-    UPDATE jobs SET status = ${t.status}, progress = ${t.progress}, result_url = ${t.result_url}, error_message = ${t.error_message},
-      content_policy_violation = ${t.content_policy_violation}, credits_refunded = ${t.credits_refunded},
-      updated_at = ${t.at}, completed_at = ${t.at}
-    WHERE id = ${id} AND status IN ('queued', 'submitted', 'processing')`
-  return r.count === 1
-}
+/** writeBatch's statement of transitions alone (the same text, so the same prepared statement). */
+const TRANSITIONS_ONLY = `WITH ${transitionCte(0)}\n    ${NO_ROWS}`
 
-export async function insertVideo (tx: Q, v: {
-  account_id: number; job_id: string; prompt: string | null; model: string; model_id: string | null; aspect_ratio: string | null; video_url: string
-  extended_from_video_id: number | null; created_at: Date; completed_at: Date
-}): Promise<number> {
-  const [row] = await tx<{ id: number }[]>`
-    INSERT INTO videos (account_id, job_id, prompt, model, model_id, aspect_ratio, video_url, extended_from_video_id, created_at, completed_at)
-    VALUES (${v.account_id}, ${v.job_id}, ${v.prompt}, ${v.model}, ${v.model_id}, ${v.aspect_ratio}, ${v.video_url}, ${v.extended_from_video_id}, ${v.created_at}, ${v.completed_at})
-    RETURNING id`
-  return row.id
-}
-
-export async function insertImage (tx: Q, i: {
-  account_id: number; job_id: string; prompt: string | null; model: string; model_id: string | null; image_url: string; created_at: Date
-  completed_at: Date
-}): Promise<number> {
-  const [row] = await tx<{ id: number }[]>`
-    INSERT INTO images (account_id, job_id, prompt, model, model_id, image_url, created_at, completed_at)
-    VALUES (${i.account_id}, ${i.job_id}, ${i.prompt}, ${i.model}, ${i.model_id}, ${i.image_url}, ${i.created_at}, ${i.completed_at})
-    RETURNING id`
-  return row.id
-}
-
-export async function videoIdOfJob (sql: Q, jobId: string): Promise<number | null> {
-  const [r] = await sql<{ id: number }[]>`SELECT id FROM videos WHERE job_id = ${jobId}`
-  return r ? r.id : null
+/**
+ * One non-terminal status change inside the caller's transaction: the batch statement's
+ * transition (transitionCte) with one row. `providerJobId` must be null: a provider's id is
+ * written with the submission (src/db/upstream.ts recordSubmission).
+ */
+export async function updateJobProgress (tx: Q, id: string, status: JobStatus, progress: number, providerJobId: string | null, at: Date): Promise<void> {
+  if (providerJobId !== null) throw new TypeError('updateJobProgress: the provider job id is written by recordSubmission')
+  await tx.unsafe(TRANSITIONS_ONLY, transitionParams([{ id, status, progress, at }]), { prepare: true })
 }
 
 export async function getJob (sql: Q, id: string): Promise<JobRow | undefined> {
@@ -247,10 +170,14 @@ export async function findJobByIdempotencyKey (sql: Q, accountId: number, key: s
   return row
 }
 
-/** In-flight jobs per API key (null = session) of one account, when its actor loads. */
+/**
+ * In-flight jobs per API key (null = session) of one account, when its actor loads. Running
+ * jobs are found by `completed_at IS NULL` (the partial index jobs_running, sql/0018).
+ */
 export async function activeCountsByKey (sql: Q, accountId: number): Promise<Map<number | null, number>> {
   const rows = await sql<{ key_id: number | null; n: number }[]>`
-    SELECT key_id, count(*)::int AS n FROM jobs WHERE account_id = ${accountId} AND status IN ('queued', 'submitted', 'processing') GROUP BY key_id`
+    SELECT key_id, count(*)::int AS n FROM jobs
+    WHERE account_id = ${accountId} AND completed_at IS NULL AND status IN ('queued', 'submitted', 'processing') GROUP BY key_id`
   return new Map(rows.map(r => [r.key_id, r.n]))
 }
 
@@ -269,7 +196,7 @@ export async function claimJobs (sql: Q, node: string, shard: number, shards: nu
     UPDATE jobs SET owner = ${node}, lease_until = now() + make_interval(secs => ${LEASE_MS / 1000})
     WHERE id IN (
       SELECT id FROM jobs
-      WHERE status IN ('queued', 'submitted', 'processing') AND account_id % ${shards} = ${shard}
+      WHERE completed_at IS NULL AND status IN ('queued', 'submitted', 'processing') AND account_id % ${shards} = ${shard}
         AND (owner IS NULL ${reclaimOwn ? sql`OR owner = ${node}` : sql``}
           OR (owner <> ${node} AND (lease_until IS NULL OR lease_until < now()) AND NOT EXISTS (
             SELECT 1 FROM shard_leases l
@@ -377,7 +304,7 @@ export async function insertBatch (tx: Q, accountId: number, key: string, hash: 
 
 /** Non-terminal jobs per status (GET /metrics). */
 export async function activeJobsByStatus (sql: Q): Promise<Array<{ status: string; n: number }>> {
-  return sql<{ status: string; n: number }[]>`SELECT status, count(*)::int AS n FROM jobs WHERE status IN ('queued', 'submitted', 'processing') GROUP BY status`
+  return sql<{ status: string; n: number }[]>`SELECT status, count(*)::int AS n FROM jobs WHERE completed_at IS NULL AND status IN ('queued', 'submitted', 'processing') GROUP BY status`
 }
 
 

@@ -1,20 +1,19 @@
 import { newEmbedToken } from '../media/embed.js'
 import type { Q } from './connect.js'
-import {
-  chargeAndInsertJob, creationCtes, creationParamCount, creationParams, finishJob, insertImage, insertVideo, transitionCte, transitionParams,
-  videoIdOfJob, type NewJob, type Transition,
-} from './jobs.js'
-import { enqueueJobEvent, eventBody } from './outbox.js'
-import { appendEvents, eventsJson, insertEventsFrom, recordLateSuccess, setVideoMedia, type RouteRecord, type UpstreamEvent } from './upstream.js'
+import { creationCtes, creationParamCount, creationParams, NO_ROWS, transitionCte, transitionParams, type NewJob, type Transition } from './jobs.js'
+import { eventBody } from './outbox.js'
+import { appendEvents, eventsJson, insertEventsFrom, type RouteRecord, type UpstreamEvent } from './upstream.js'
 import { viewOf, type JobRow } from '../jobs/view.js'
 import { newEventId } from '../jobs/id.js'
 import { textArray } from './array-literal.js'
 
 /**
  * The job ledger: every durable write that creates, charges, completes,
- * fails, cancels or refunds a job, each as the statements of one transaction (docs/architecture.md "Durability":
- * a terminal state, its refund and its outbox rows commit together). The shard's account
- * actor calls these inside its group commit; nothing else writes these rows.
+ * fails, cancels or refunds a job (docs/architecture.md "Durability": a terminal state, its
+ * refund and its outbox rows commit together). Creations, completions and non-terminal status
+ * changes have ONE form, the multi-row statement writeBatch, which serves a single row as
+ * well; failures and cancellations are endJob. The shard's account actor calls these inside
+ * its group commit; nothing else writes these rows.
  */
 
 /** The job's own webhook (webhook_url + webhook_secret on the request), if any. */
@@ -23,12 +22,7 @@ function webhookOf (r: JobRow): { url: string | null; secret: string | null } {
   return { url: q.webhook_url ?? null, secret: q.webhook_secret ?? null }
 }
 
-/** The stored provider model string (docs/api.md "Jobs" `model`), distinct from the API id. */
-function providerModel (r: JobRow): string {
-  return `${r.provider}/${r.model}`
-}
-
-/** Thrown inside a transaction to roll it back when the conditional charge is refused. */
+/** Raised when the database refuses a creation's conditional charge (balance, or the free video already used). */
 export class ChargeRefused extends Error {
   constructor () { super('charge refused by the database') }
 }
@@ -36,66 +30,13 @@ export class ChargeRefused extends Error {
 /** An account's balance and free videos used, as a charge left them. */
 export interface Balance { credits: number; free_videos_used: number }
 
-/**
- * Creation: conditional charge (balance, and the free video when `row.free_trial`), ledger
- * entry, job row; a job born completed (synchronous voiceover) also writes its outbox rows
- * and library row. Returns the committed balance; throws ChargeRefused (rolling back) when
- * the database refuses the charge.
- */
-export async function createJob<B extends Balance = Balance> (
-  tx: Q, row: NewJob & JobRow, charged: (b: Balance) => B = b => b as B, record: RouteRecord | null = null
-): Promise<B> {
-  const c = await chargeAndInsertJob(tx, row, `${row.type} ${row.model}`, record)
-  if (c === null) throw new ChargeRefused()
-  if (record !== null && record.events.length > 0) await appendEvents(tx, record.events)
-  // `charged` sees the balance as soon as the charge answered (the group commit orders balances by it).
-  const b = charged(c)
-  if (row.status === 'completed') await completionWrites(tx, row, row.result_url!, row.completed_at!)
-  return b
-}
-
 /** A completed video's library media: its thumbnail and its embed page (URL from the page's random token). */
 export interface VideoMedia { thumbnailUrl: string | null; embedUrl: (token: string) => string }
-
-async function completionWrites (tx: Q, r: JobRow, resultUrl: string, at: Date, media?: VideoMedia): Promise<void> {
-  const final: JobRow = { ...r, status: 'completed', progress: 100, result_url: resultUrl, updated_at: at, completed_at: at }
-  await enqueueJobEvent(tx, r.account_id, viewOf(final), webhookOf(r), at)
-  if (r.type === 'video' || r.type === 'extend') {
-    const extendedFrom = r.source_job_id ? await videoIdOfJob(tx, r.source_job_id) : null
-    const videoId = await insertVideo(tx, {
-      account_id: r.account_id, job_id: r.id, prompt: r.prompt, model: providerModel(r), model_id: r.model,
-      aspect_ratio: (r.request.aspect_ratio as string | null) ?? (r.type === 'extend' ? null : '16:9'),
-      video_url: resultUrl, extended_from_video_id: extendedFrom, created_at: r.created_at, completed_at: at,
-    })
-    if (media) {
-      const token = newEmbedToken()
-      await setVideoMedia(tx, videoId, media.thumbnailUrl, token, media.embedUrl(token))
-    }
-  } else if (r.type === 'image') {
-    await insertImage(tx, {
-      account_id: r.account_id, job_id: r.id, prompt: r.prompt, model: providerModel(r), model_id: r.model, image_url: resultUrl,
-      created_at: r.created_at, completed_at: at
-    })
-  }
-}
 
 /** What a transition records beside the job: upstream history, for routes that keep it. */
 export interface History { route: string; events: UpstreamEvent[] }
 
-/**
- * completed: terminal state, upstream history, outbox rows, library row (with its media).
- * False when it already was terminal: a late success moves no money and is only recorded.
- */
-export async function completeJob (tx: Q, r: JobRow, resultUrl: string, at: Date, o: { history?: History | null; media?: VideoMedia } = {}): Promise<boolean> {
-  const ok = await finishJob(tx, r.id, { status: 'completed', progress: 100, result_url: resultUrl, error_message: null, content_policy_violation: false, credits_refunded: 0, at })
-  if (!ok) {
-    if (o.history) await recordLateSuccess(tx, { job_id: r.id, source: 'late', route: o.history.route, state: 'succeeded', detail: { result_url: resultUrl, note: LATE_NOTE } })
-    return false
-  }
-  if (o.history?.events.length) await appendEvents(tx, o.history.events)
-  await completionWrites(tx, r, resultUrl, at, o.media)
-  return true
-}
+const LATE_NOTE = 'upstream success after the job ended; no money moved'
 
 /** The outbox row id as src/db/outbox.ts draws it ('dlv_' + 16 base64url characters): 12 random bytes of two random UUIDs. */
 const DELIVERY_ID = `'dlv_' || translate(encode(substring(uuid_send(gen_random_uuid()) FROM 1 FOR 6) || substring(uuid_send(gen_random_uuid()) FROM 11 FOR 6), 'base64'), '+/', '-_')`
@@ -182,35 +123,41 @@ export async function endJob<B extends { credits: number | null }> (
   return refunded({ credits: refund > 0 && row.credits !== null ? Number(row.credits) : null })
 }
 
-/** One completion of a batch written together (completeJobs); `history` for routes that keep it. */
-export interface Completion { row: JobRow; resultUrl: string; at: Date; history?: History | null }
+/**
+ * One completion of a batch (writeBatch): `history` for routes that keep it, `media` for a
+ * video's library row (its thumbnail and embed page).
+ */
+export interface Completion { row: JobRow; resultUrl: string; at: Date; history?: History | null; media?: VideoMedia }
 
-const LATE_NOTE = 'upstream success after the job ended; no money moved'
 const INSERT_DONE_EVENTS = insertEventsFrom('done d')
+
+/** Is this completion's library row a video (videos table, with media) rather than an image? */
+const isVideo = (r: JobRow): boolean => r.type === 'video' || r.type === 'extend'
 
 /**
  * The CTEs of a batch's completions (writeBatch), from 9 array parameters after `offset`
- * (completionParams): the UPDATE of the jobs (`done`: the ids it completed; a job already
- * terminal is left alone and gets no rows), and from the rows it moved, the outbox rows (one
- * per active registered webhook subscribed to job.completed, plus the job's own webhook_url)
- * and the image library rows. Each job's event body is built by the caller (it carries the
- * final view); ids of delivery rows are drawn by PostgreSQL. A completion's upstream history
- * (a configured route's) is written here too: its events for a job it completes, and for a job
- * that had already failed or been cancelled the `late` success completeJob records. Only
- * videos (their library row carries media keyed by its id) go through completeJob instead.
+ * (completionParams), 13 when `videos`: the UPDATE of the jobs (`done`: the ids it completed;
+ * a job already terminal is left alone and gets no rows), and from the rows it moved, the
+ * outbox rows (one per active registered webhook subscribed to job.completed, plus the job's
+ * own webhook_url) and the library rows (an image's; a video's with its aspect ratio, the
+ * video it extends, its thumbnail and embed page). Each job's event body is built by the
+ * caller (it carries the final view); ids of delivery rows are drawn by PostgreSQL. A
+ * completion's upstream history (a configured route's) is written here too: its events for a
+ * job it completes, and for a job that had already failed or been cancelled the `late`
+ * success (no money moves).
  */
-function completionCtes (offset: number): string {
+function completionCtes (offset: number, videos: boolean): string {
   const p = (k: number) => `$${offset + k}`
   return `v AS (
       SELECT * FROM unnest(${p(1)}::text[], ${p(2)}::text[], ${p(3)}::timestamptz[], ${p(4)}::text[], ${p(5)}::text[], ${p(6)}::text[], ${p(7)}::text[],
-        ${p(8)}::text[], ${p(9)}::text[])
-        AS t(id, url, at, event_id, body, own_url, own_secret, route, history)
+        ${p(8)}::text[], ${p(9)}::text[]${videos ? `, ${p(10)}::text[], ${p(11)}::text[], ${p(12)}::text[], ${p(13)}::text[]` : ''})
+        AS t(id, url, at, event_id, body, own_url, own_secret, route, history${videos ? ', aspect, thumb, token, embed' : ''})
     ), done AS (
       UPDATE jobs SET status = 'completed', progress = 100, result_url = v.url, error_message = NULL, content_policy_violation = false,
         credits_refunded = 0, updated_at = v.at, completed_at = v.at
       FROM v WHERE jobs.id = v.id AND jobs.status IN ('queued', 'submitted', 'processing')
       RETURNING jobs.id, jobs.account_id, jobs.type, jobs.prompt, jobs.model, jobs.provider, jobs.created_at, v.url, v.at, v.event_id, v.body, v.own_url, v.own_secret,
-        v.history
+        v.history${videos ? ', jobs.source_job_id, v.aspect, v.thumb, v.token, v.embed' : ''}
     ), history AS (
       ${INSERT_DONE_EVENTS}
     ), late AS (
@@ -225,11 +172,21 @@ function completionCtes (offset: number): string {
     ), library AS (
       INSERT INTO images (account_id, job_id, prompt, model, model_id, image_url, created_at, completed_at)
       SELECT d.account_id, d.id, d.prompt, d.provider || '/' || d.model, d.model, d.url, d.created_at, d.at FROM done d WHERE d.type = 'image'
-    )`
+    )${videos ? `, videos AS (
+      INSERT INTO videos (account_id, job_id, prompt, model, model_id, aspect_ratio, video_url, extended_from_video_id, created_at, completed_at,
+        thumbnail_url, embed_token, embed_url)
+      SELECT d.account_id, d.id, d.prompt, d.provider || '/' || d.model, d.model, d.aspect, d.url,
+        (SELECT sv.id FROM videos sv WHERE sv.job_id = d.source_job_id), d.created_at, d.at, d.thumb, d.token, d.embed
+      FROM done d WHERE d.type IN ('video', 'extend')
+    )` : ''}`
 }
 
-/** completionCtes' parameters: per completion its final view in the event body, its own webhook, its history. */
-function completionParams (items: Completion[]): string[] {
+/**
+ * completionCtes' parameters: per completion its final view in the event body, its own
+ * webhook, its history, and with `videos` a video's aspect ratio and media (its embed page
+ * under a fresh random token).
+ */
+function completionParams (items: Completion[], videos: boolean): string[] {
   const n = items.length
   const ids = new Array<string>(n)
   const urls = new Array<string>(n)
@@ -262,16 +219,39 @@ function completionParams (items: Completion[]): string[] {
     ownUrls[k] = own.url !== null && own.secret !== null ? own.url : null
     ownSecrets[k] = own.url !== null && own.secret !== null ? own.secret : null
   }
-  return [textArray(ids), textArray(urls), textArray(ats), textArray(events), textArray(bodies), textArray(ownUrls), textArray(ownSecrets),
+  const params = [textArray(ids), textArray(urls), textArray(ats), textArray(events), textArray(bodies), textArray(ownUrls), textArray(ownSecrets),
     textArray(routes), textArray(histories)]
+  if (!videos) return params
+  const aspects = new Array<string | null>(n).fill(null)
+  const thumbs = new Array<string | null>(n).fill(null)
+  const tokens = new Array<string | null>(n).fill(null)
+  const embeds = new Array<string | null>(n).fill(null)
+  for (let k = 0; k < n; k++) {
+    const { row: r, media } = items[k]
+    if (!isVideo(r)) continue
+    const ar = r.request.aspect_ratio as string | null | undefined
+    aspects[k] = ar != null ? String(ar) : r.type === 'extend' ? null : '16:9'
+    if (media) {
+      const token = newEmbedToken()
+      thumbs[k] = media.thumbnailUrl
+      tokens[k] = token
+      embeds[k] = media.embedUrl(token)
+    }
+  }
+  params.push(textArray(aspects), textArray(thumbs), textArray(tokens), textArray(embeds))
+  return params
 }
 
 /** What one group commit writes in one statement (writeBatch). */
 export interface BatchWrite {
-  /** Creations not born completed, with their route (`records[k]`, or null). */
+  /**
+   * Creations, with their route (`records[k]`, or null). A creation born completed is written
+   * here as running; its completion follows in a second statement of the same transaction
+   * (the group commit's), as one statement cannot update the row it inserts.
+   */
   creations: NewJob[]
   records: ReadonlyArray<RouteRecord | null>
-  /** Completions other than videos. */
+  /** Completions. */
   completions: Completion[]
   /** Non-terminal status changes, at most one per job and none of a job completed here. */
   transitions: Transition[]
@@ -280,11 +260,14 @@ export interface BatchWrite {
 /** What writeBatch committed: per charged account its balance after all its creations; the ids completed now. */
 export interface BatchWritten { charged: Map<number, Balance>; completed: Set<string> }
 
-/** writeBatch's statements by what they hold (creations: 0 none, 1 plain, 2 routed; +3 with completions; +6 with transitions). */
-const STATEMENTS: Array<string | undefined> = new Array(12)
+/**
+ * writeBatch's statements by what they hold: creations 0 none, 1 plain, 2 routed; completions
+ * (x3) 0 none, 1 without videos, 2 with videos; transitions (x9) 0 or 1.
+ */
+const STATEMENTS: Array<string | undefined> = new Array(18)
 
-function batchStatement (creations: 0 | 1 | 2, completions: boolean, transitions: boolean): string {
-  const key = creations + (completions ? 3 : 0) + (transitions ? 6 : 0)
+function batchStatement (creations: 0 | 1 | 2, completions: 0 | 1 | 2, transitions: boolean): string {
+  const key = creations + completions * 3 + (transitions ? 9 : 0)
   let text = STATEMENTS[key]
   if (text !== undefined) return text
   const ctes: string[] = []
@@ -295,13 +278,13 @@ function batchStatement (creations: 0 | 1 | 2, completions: boolean, transitions
     offset += creationParamCount(creations === 2)
     out.push('SELECT id AS account, credits, free_videos_used, NULL::text AS job FROM charged')
   }
-  if (completions) {
-    ctes.push(completionCtes(offset))
-    offset += 9
+  if (completions > 0) {
+    ctes.push(completionCtes(offset, completions === 2))
+    offset += completions === 2 ? 13 : 9
     out.push('SELECT NULL::bigint AS account, NULL::bigint AS credits, NULL::int AS free_videos_used, id AS job FROM done')
   }
   if (transitions) ctes.push(transitionCte(offset))
-  if (out.length === 0) out.push('SELECT NULL::bigint AS account, NULL::bigint AS credits, NULL::int AS free_videos_used, NULL::text AS job WHERE false')
+  if (out.length === 0) out.push(NO_ROWS)
   text = `WITH ${ctes.join(',\n    ')}\n    ${out.join('\n    UNION ALL ')}`
   STATEMENTS[key] = text
   return text
@@ -311,19 +294,21 @@ function batchStatement (creations: 0 | 1 | 2, completions: boolean, transitions
  * A group commit's creations, completions and transitions in ONE statement (
  * docs/architecture.md "Durability"; docs/decisions.md "One statement per group commit"): one statement is its own
  * transaction, so a batch of only these needs no BEGIN and COMMIT round trips, and inside a
- * transaction it is one statement instead of three. Each part's rows cross as column arrays
- * (unnest); the text depends only on which parts the batch has (12 variants, each prepared
- * once per connection). Its parts touch different rows: creations insert new jobs,
- * completions and transitions update jobs committed before, never the same one twice (the
- * caller drops a transition its batch supersedes).
+ * transaction it is one statement instead of three. It is also the one form of these writes
+ * for a single row (docs/decisions.md "One SQL form per write"). Each part's rows cross as
+ * column arrays (unnest); the text depends only on which parts the batch has (18 variants,
+ * each prepared once per connection). Its parts touch different rows: creations insert new
+ * jobs, completions and transitions update jobs committed before, never the same one twice
+ * (the caller drops a transition its batch supersedes).
  */
 export async function writeBatch (q: Q, w: BatchWrite): Promise<BatchWritten> {
   const c = w.creations.length > 0 ? creationParams(w.creations, w.records) : null
+  const videos = w.completions.some(x => isVideo(x.row))
   const params: string[] = []
   if (c !== null) for (const x of c.params) params.push(x)
-  if (w.completions.length > 0) for (const x of completionParams(w.completions)) params.push(x)
+  if (w.completions.length > 0) for (const x of completionParams(w.completions, videos)) params.push(x)
   if (w.transitions.length > 0) for (const x of transitionParams(w.transitions)) params.push(x)
-  const text = batchStatement(c === null ? 0 : c.routed ? 2 : 1, w.completions.length > 0, w.transitions.length > 0)
+  const text = batchStatement(c === null ? 0 : c.routed ? 2 : 1, w.completions.length === 0 ? 0 : videos ? 2 : 1, w.transitions.length > 0)
   type Row = { account: number | null; credits: number | null; free_videos_used: number | null; job: string | null }
   const rows = await q.unsafe<Row[]>(text, params, { prepare: true })
   const charged = new Map<number, Balance>()

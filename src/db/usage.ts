@@ -53,10 +53,10 @@ export async function explainUsageRows (sql: Q, accountId: number, from: string,
 export async function limitCounts (
   sql: Q, accountId: number, keyId: number | null
 ): Promise<{ in_flight: number; active_keys: number; active_webhooks: number }> {
-  // jobs_active is a partial index on (account_id) over the non-terminal states.
+  // jobs_running is a partial index on (account_id) over the jobs without completed_at (the non-terminal ones, sql/0018).
   const [r] = await sql<Array<{ in_flight: number; active_keys: number; active_webhooks: number }>>`
       SELECT
-        (SELECT count(*)::int FROM jobs WHERE account_id = ${accountId} AND status IN ('queued', 'submitted', 'processing')
+        (SELECT count(*)::int FROM jobs WHERE account_id = ${accountId} AND completed_at IS NULL AND status IN ('queued', 'submitted', 'processing')
           ${keyId === null ? sql`` : sql`AND key_id = ${keyId}`}) AS in_flight,
         (SELECT count(*)::int FROM api_keys WHERE account_id = ${accountId} AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now())) AS active_keys,

@@ -1,27 +1,22 @@
 import { isDbUnavailable, within, type Sql, type Tx } from '../db/connect.js'
-import { updateJobProgress, type NewJob, type Transition } from '../db/jobs.js'
-import { completeJob, createJob, writeBatch, type Completion, type History, type VideoMedia } from '../db/ledger.js'
+import type { NewJob, Transition } from '../db/jobs.js'
+import { ChargeRefused, writeBatch, type BatchWrite, type BatchWritten, type Completion, type History, type VideoMedia } from '../db/ledger.js'
 import type { JobRow } from '../jobs/view.js'
 import type { RouteRecord } from '../db/upstream.js'
 import { observeCommit } from '../worker-stats.js'
 
-/** What the batch statement (writeBatch) can write of an item, tagged on its work by create, complete and transition. */
-interface Tags { creation?: NewJob & JobRow; record?: RouteRecord | null; completion?: Completion; transition?: Transition }
-
-const tags = (i: Item): Tags => i.work as Tags
-
-/** An item the batch statement writes: a creation not born completed, a completion other than a video's, a transition. */
-function batchable (i: Item): boolean {
-  const w = tags(i)
-  return w.creation !== undefined ? w.creation.status !== 'completed' : w.completion !== undefined || w.transition !== undefined
-}
-
-const DONE = Promise.resolve()
-
 /** A unit of durable work: the SQL of one mutation, run inside a shared transaction. */
 export type Work<T> = (tx: Tx) => Promise<T>
 
-interface Item { work: Work<unknown>; resolve: (v: unknown) => void; reject: (e: unknown) => void }
+/**
+ * What a batch holds: the three writes of the batch statement (writeBatch) as data, or any
+ * other mutation as its work. The kind decides how the batch is written.
+ */
+type Item =
+  | { kind: 'create'; row: NewJob & JobRow; record: RouteRecord | null; resolve: (v: Charged) => void; reject: (e: unknown) => void }
+  | { kind: 'complete'; completion: Completion; resolve: (v: boolean) => void; reject: (e: unknown) => void }
+  | { kind: 'transition'; transition: Transition; resolve: (v: void) => void; reject: (e: unknown) => void }
+  | { kind: 'work'; work: Work<unknown>; resolve: (v: unknown) => void; reject: (e: unknown) => void }
 
 /** Releases a committed batch's callers (GroupCommit.drain). */
 type Settle = () => void
@@ -34,17 +29,32 @@ type Settle = () => void
  */
 export interface Charged { credits: number; free_videos_used: number; seq: number }
 
+/** A creation born completed (a synchronous voiceover) is inserted running, then completed in the same transaction. */
+const bornCompleted = (r: JobRow): boolean => r.status === 'completed'
+
+/**
+ * The statements of a batch's creations, completions and transitions (writeBatch): `first`,
+ * and `then` for the completions of creations born completed, which must follow the statement
+ * that inserts them. `out[n]` is item n's answer once they ran (undefined: left for a retry of
+ * its own, a creation whose account the statement could not charge).
+ */
+interface Plan { first: BatchWrite; born: Array<Item & { kind: 'create' }>; items: Item[]; created: number[]; completed: number[]; moved: number[] }
+
 /**
  * Group commit (docs/architecture.md "Durability"): while one transaction is in flight, new mutations queue;
  * when it finishes, everything queued goes to PostgreSQL as the next single transaction, its
  * statements pipelined. Batches grow with load and add no delay when idle (no timer window).
  * Callers are released only after COMMIT. If a batch fails, each of its items is retried in
  * a transaction of its own, so one bad mutation never fails or loses another.
+ *
+ * Creations, completions and transitions are data, not work: a batch writes all of them in one
+ * statement (writeBatch), and an item retried alone is the same statement with one row
+ * (docs/decisions.md "One SQL form per write").
  */
 export class GroupCommit {
   private queue: Item[] = []
   private inFlight: Promise<void> | null = null
-  /** Number of transactions committed, and of items in them (tests, metrics). */
+  /** Number of transactions committed, and of items in them (tests, metrics); `together`: items written by a batch statement. */
   stats = { transactions: 0, items: 0, fallbacks: 0, together: 0 }
   private seq = 0
 
@@ -65,47 +75,46 @@ export class GroupCommit {
    */
   constructor (private readonly sql: Sql, private readonly txTimeoutMs = 10_000) {}
 
+  /** Any other mutation: its work runs in the batch's transaction. */
   run<T> (work: Work<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      this.queue.push({ work, resolve: resolve as (v: unknown) => void, reject })
-      if (this.inFlight === null) this.inFlight = this.drain()
-    })
+    return new Promise<T>((resolve, reject) => this.push({ kind: 'work', work, resolve: resolve as (v: unknown) => void, reject }))
   }
 
   /**
-   * A creation (src/db/ledger.ts createJob). The creations of one batch are written together:
-   * one UPDATE of the accounts, one INSERT of the ledger entries, one INSERT of the jobs
-   * (chargeAndInsertJobs); an account that statement could not charge has its creations run
-   * one by one in the same transaction. Resolves with the balance this creation's charge left.
+   * A creation: conditional charge (balance, and the free video when `row.free_trial`), ledger
+   * entry, job row, the route's record; a job born completed also its outbox rows. The
+   * creations of one batch are charged together (one UPDATE of the accounts): an account the
+   * statement could not charge has its creations retried one by one, each refused with
+   * ChargeRefused when the database refuses its charge. Resolves with the balance this
+   * creation's charge left.
    */
   create (row: NewJob & JobRow, record: RouteRecord | null = null): Promise<Charged> {
-    const alone = (tx: Tx) => createJob(tx, row, c => this.stamp(c), record)
-    return this.run(Object.assign(alone, { creation: row, record }))
+    return new Promise<Charged>((resolve, reject) => this.push({ kind: 'create', row, record, resolve, reject }))
   }
 
   /**
-   * A completion (src/db/ledger.ts completeJob); a batch's completions other than videos (with
-   * their upstream history, if any) are written together (completeJobs: one statement).
+   * A completion: terminal state, upstream history (a late success recorded when the job had
+   * already failed or been cancelled), outbox rows, library row with a video's media.
    * Resolves false when the job already was terminal.
    */
   complete (c: Completion, o: { history?: History | null; media?: VideoMedia } = {}): Promise<boolean> {
-    const alone = (tx: Tx) => completeJob(tx, c.row, c.resultUrl, c.at, o)
-    const plain = c.row.type !== 'video' && c.row.type !== 'extend'
-    return this.run(plain ? Object.assign(alone, { completion: o.history ? { ...c, history: o.history } : c }) : alone)
+    const completion: Completion = { ...c, history: o.history ?? null, media: o.media }
+    return new Promise<boolean>((resolve, reject) => this.push({ kind: 'complete', completion, resolve, reject }))
   }
 
-  /**
-   * A non-terminal status change without upstream history (updateJobProgress); a batch's
-   * transitions are written together (updateJobsProgress: one UPDATE).
-   */
+  /** A non-terminal status change without upstream history. */
   transition (t: Transition): Promise<void> {
-    const alone = (tx: Tx) => updateJobProgress(tx, t.id, t.status, t.progress, null, t.at)
-    return this.run(Object.assign(alone, { transition: t }))
+    return new Promise<void>((resolve, reject) => this.push({ kind: 'transition', transition: t, resolve, reject }))
   }
 
   /** Resolves once everything queued so far is committed (or failed). */
   async idle (): Promise<void> {
     while (this.inFlight !== null) await this.inFlight
+  }
+
+  private push (i: Item): void {
+    this.queue.push(i)
+    if (this.inFlight === null) this.inFlight = this.drain()
   }
 
   private async drain (): Promise<void> {
@@ -129,25 +138,50 @@ export class GroupCommit {
 
   private bounded<T> (p: Promise<T>): Promise<T> { return within(p, this.txTimeoutMs, 'transaction') }
 
-  /** Commits a batch; returns what releases its callers (drain calls it), or nothing when they are already settled. */
+  /**
+   * Commits a batch; returns what releases its callers (drain calls it), or nothing when they
+   * are already settled. A batch of creations, completions and transitions only (the common
+   * case under load) is ONE statement, run as its own transaction (autocommit: COMMIT at its
+   * end, as durable as an explicit one) without the BEGIN and COMMIT round trips: the shard's
+   * commits run one after another, so each round trip lengthens every batch and costs both
+   * processes a wake-up (docs/decisions.md "Creation CPU", "One statement per group commit").
+   * Any other work, or a creation born completed (two statements), makes it a transaction.
+   * Creations of an account the statement could not charge then run one by one before the
+   * next batch, each in its own transaction. A failed batch wrote nothing: every item is
+   * retried alone.
+   */
   private async commit (batch: Item[]): Promise<Settle | undefined> {
-    if (batch.every(batchable)) return this.commitStatement(batch)
     const started = performance.now()
-    let results: unknown[]
+    const plan = this.plan(batch)
+    const works: Array<Item & { kind: 'work' }> = []
+    for (const i of batch) if (i.kind === 'work') works.push(i)
+    const out: unknown[] = new Array(batch.length)
+    const written: Array<boolean | undefined> = new Array(batch.length)
     try {
-      results = await this.bounded(this.sql.begin(async (tx) => {
-        // Every item settles before COMMIT or ROLLBACK. With Promise.all the first failure would
-        // roll back while siblings are still mid-work; their later statements would then run on
-        // the released connection outside any transaction (autocommitted), and the per-item
-        // retry below would apply them a second time.
-        // The batch's creations, completions and transitions: one statement (writeBatch).
-        const together: Array<Promise<unknown> | undefined> = new Array(batch.length)
-        await this.together(tx, batch, together)
-        const settled = await Promise.allSettled(batch.map((i, n) => together[n] ?? i.work(tx)))
-        const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected')
-        if (failed) throw failed.reason
-        return settled.map(r => (r as PromiseFulfilledResult<unknown>).value)
-      })) as unknown[]
+      if (works.length === 0 && plan.born.length === 0) {
+        if (plan.items.length > 0) this.answer(plan, await this.bounded(writeBatch(this.sql, plan.first)), out, written)
+      } else {
+        await this.bounded(this.sql.begin(async (tx) => {
+          if (plan.items.length > 0) {
+            const w = await writeBatch(tx, plan.first)
+            this.answer(plan, w, out, written)
+            await this.completeBorn(tx, plan.born, w)
+          }
+          // Every item settles before COMMIT or ROLLBACK. With Promise.all the first failure would
+          // roll back while siblings are still mid-work; their later statements would then run on
+          // the released connection outside any transaction (autocommitted), and the per-item
+          // retry below would apply them a second time.
+          const settled = await Promise.allSettled(works.map(i => i.work(tx)))
+          const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected')
+          if (failed) throw failed.reason
+          let k = 0
+          for (let n = 0; n < batch.length; n++) {
+            if (batch[n].kind !== 'work') continue
+            out[n] = (settled[k++] as PromiseFulfilledResult<unknown>).value
+            written[n] = true
+          }
+        }))
+      }
     } catch (err) {
       // The database is away: retrying item by item would only wait again per item.
       if (batch.length === 1 || isDbUnavailable(err)) { for (const i of batch) i.reject(err); return }
@@ -156,51 +190,11 @@ export class GroupCommit {
       return
     }
     this.stats.transactions++
-    this.stats.items += batch.length
-    observeCommit(batch.length, (performance.now() - started) / 1000) // metrics (src/worker-stats.ts)
-    return () => { for (let i = 0; i < batch.length; i++) batch[i].resolve(results[i]) }
-  }
-
-  /** Each item in a transaction of its own (a failed batch, or creations a batch statement left). */
-  private async oneByOne (items: Item[]): Promise<void> {
-    for (const item of items) {
-      try {
-        const v = await this.bounded(this.sql.begin(tx => item.work(tx)))
-        this.stats.transactions++
-        this.stats.items++
-        item.resolve(v)
-      } catch (e) { item.reject(e) }
-    }
-  }
-
-  /**
-   * A batch of creations, completions and transitions only (the common case under load) is
-   * ONE statement (writeBatch), so it runs as its own transaction (autocommit: COMMIT at its
-   * end, as durable as an explicit one) without the BEGIN and COMMIT round trips: the shard's
-   * commits run one after another, so each round trip lengthens every batch and costs both
-   * processes a wake-up (docs/decisions.md "Creation CPU", "One statement per group commit").
-   * Creations of an account the statement could not charge then run one by one, each in its own
-   * transaction, as they would have in the batch's. A failed statement wrote nothing: every
-   * item is retried alone, as a failed batch is.
-   */
-  private async commitStatement (batch: Item[]): Promise<Settle | undefined> {
-    const started = performance.now()
-    const together: Array<Promise<unknown> | undefined> = new Array(batch.length)
-    try {
-      await this.bounded(this.together(this.sql, batch, together))
-    } catch (err) {
-      if (isDbUnavailable(err)) { for (const i of batch) i.reject(err); return }
-      if (batch.length === 1) { batch[0].reject(err); return }
-      this.stats.fallbacks++
-      await this.oneByOne(batch)
-      return
-    }
-    this.stats.transactions++
     const left: Item[] = []
-    for (let n = 0; n < batch.length; n++) if (together[n] === undefined) left.push(batch[n])
+    for (let n = 0; n < batch.length; n++) if (written[n] !== true) left.push(batch[n])
     this.stats.items += batch.length - left.length
     observeCommit(batch.length - left.length, (performance.now() - started) / 1000) // metrics (src/worker-stats.ts)
-    const settle = () => { for (let n = 0; n < batch.length; n++) { const done = together[n]; if (done !== undefined) batch[n].resolve(done) } }
+    const settle = () => { for (let n = 0; n < batch.length; n++) if (written[n] === true) (batch[n].resolve as (v: unknown) => void)(out[n]) }
     if (left.length === 0) return settle
     // Creations the statement could not charge run one by one before the next batch (their
     // balance stamps must follow this statement's); the written items are answered first.
@@ -209,57 +203,108 @@ export class GroupCommit {
   }
 
   /**
-   * The batch's creations, completions and transitions as one statement (writeBatch); fills
-   * `out` for the items it wrote (a creation whose account it could not charge is left for its
-   * own work). A transition its batch supersedes (a later one of the same job, or the job's
-   * completion) is not sent: one statement cannot update a row twice, and the later write sets
-   * everything it would have.
+   * The batch statement's parts. A transition its batch supersedes (a later one of the same
+   * job, or the job's completion) is not sent: one statement cannot update a row twice, and
+   * the later write sets everything it would have.
    */
-  private async together (q: Sql | Tx, batch: Item[], out: Array<Promise<unknown> | undefined>): Promise<void> {
-    const creations: Array<NewJob & JobRow> = []
+  private plan (batch: Item[]): Plan {
     const records: Array<RouteRecord | null> = []
-    const made: number[] = []
-    const completions: Completion[] = []
-    const finished: number[] = []
+    const plan: Plan = { first: { creations: [], records, completions: [], transitions: [] }, born: [], items: [], created: [], completed: [], moved: [] }
+    const f = plan.first
     for (let n = 0; n < batch.length; n++) {
-      const w = tags(batch[n])
-      if (w.creation !== undefined) {
-        if (w.creation.status === 'completed') continue
-        creations.push(w.creation)
-        records.push(w.record ?? null)
-        made.push(n)
-      } else if (w.completion !== undefined) {
-        completions.push(w.completion)
-        finished.push(n)
+      const i = batch[n]
+      if (i.kind === 'create') {
+        f.creations.push(bornCompleted(i.row) ? { ...i.row, status: 'processing' } : i.row)
+        records.push(i.record)
+        plan.created.push(n)
+        if (bornCompleted(i.row)) plan.born.push(i)
+      } else if (i.kind === 'complete') {
+        f.completions.push(i.completion)
+        plan.completed.push(n)
       }
     }
-    const transitions: Transition[] = []
     let superseded: Set<string> | null = null
-    let moves = 0
     for (let n = batch.length - 1; n >= 0; n--) {
-      const t = tags(batch[n]).transition
-      if (t === undefined) continue
-      if (superseded === null) superseded = new Set(completions.map(c => c.row.id))
-      out[n] = DONE
-      moves++
-      if (superseded.has(t.id)) continue
-      superseded.add(t.id)
-      transitions.push(t)
+      const i = batch[n]
+      if (i.kind !== 'transition') continue
+      if (superseded === null) superseded = new Set(f.completions.map(c => c.row.id))
+      plan.moved.push(n)
+      if (superseded.has(i.transition.id)) continue
+      superseded.add(i.transition.id)
+      f.transitions.push(i.transition)
     }
-    if (creations.length === 0 && completions.length === 0 && transitions.length === 0) return
-    const w = await writeBatch(q, { creations, records, completions, transitions })
-    const seq = creations.length > 0 ? ++this.seq : 0
-    this.stats.together += creations.length + completions.length + moves
-    for (let k = 0; k < finished.length; k++) out[finished[k]] = Promise.resolve(w.completed.has(completions[k].row.id))
-    // Each creation's own balance: the account's final one plus what its later jobs cost.
+    for (let n = 0; n < batch.length; n++) if (batch[n].kind !== 'work') plan.items.push(batch[n])
+    return plan
+  }
+
+  /**
+   * Fills `out` and `written` for the items the statement wrote: a completion with whether it
+   * completed its job, a creation with its own balance (the account's final one plus what its
+   * later jobs in the batch cost), every transition. A creation of an account the statement
+   * could not charge is left unwritten.
+   */
+  private answer (plan: Plan, w: BatchWritten, out: unknown[], written: Array<boolean | undefined>): void {
+    const f = plan.first
+    this.stats.together += plan.items.length
+    for (let k = 0; k < plan.completed.length; k++) {
+      out[plan.completed[k]] = w.completed.has(f.completions[k].row.id)
+      written[plan.completed[k]] = true
+    }
+    for (const n of plan.moved) written[n] = true
+    if (f.creations.length === 0) return
+    const seq = ++this.seq
     const later = new Map<number, number>()
-    for (let k = creations.length - 1; k >= 0; k--) {
-      const r = creations[k]
+    for (let k = f.creations.length - 1; k >= 0; k--) {
+      const r = f.creations[k]
       const c = w.charged.get(r.account_id)
       if (c === undefined) continue
       const after = later.get(r.account_id) ?? 0
-      out[made[k]] = Promise.resolve({ credits: c.credits + after, free_videos_used: c.free_videos_used, seq })
+      out[plan.created[k]] = { credits: c.credits + after, free_videos_used: c.free_videos_used, seq } satisfies Charged
+      written[plan.created[k]] = true
       later.set(r.account_id, after + r.credits_charged)
+    }
+  }
+
+  /** The second statement of a transaction with creations born completed: their completions, for those charged. */
+  private async completeBorn (tx: Tx, born: Array<Item & { kind: 'create' }>, w: BatchWritten): Promise<void> {
+    const completions: Completion[] = []
+    for (const i of born) {
+      if (w.charged.has(i.row.account_id)) completions.push({ row: i.row, resultUrl: i.row.result_url!, at: i.row.completed_at! })
+    }
+    if (completions.length > 0) await writeBatch(tx, { creations: [], records: [], completions, transitions: [] })
+  }
+
+  /** Each item in a transaction of its own (a failed batch, or creations a batch statement could not charge): the batch statement with one row. */
+  private async oneByOne (items: Item[]): Promise<void> {
+    for (const item of items) {
+      try {
+        const v = await this.bounded(this.alone(item))
+        this.stats.transactions++
+        this.stats.items++
+        ;(item.resolve as (v: unknown) => void)(v)
+      } catch (e) { item.reject(e) }
+    }
+  }
+
+  private async alone (i: Item): Promise<unknown> {
+    const none = { creations: [], records: [], completions: [], transitions: [] }
+    switch (i.kind) {
+      case 'work': return this.sql.begin(tx => i.work(tx))
+      case 'complete': return (await writeBatch(this.sql, { ...none, completions: [i.completion] })).completed.has(i.completion.row.id)
+      case 'transition': await writeBatch(this.sql, { ...none, transitions: [i.transition] }); return
+      case 'create': {
+        const born = bornCompleted(i.row)
+        const one: BatchWrite = { ...none, creations: [born ? { ...i.row, status: 'processing' } : i.row], records: [i.record] }
+        const write = async (q: Sql | Tx): Promise<Charged> => {
+          const w = await writeBatch(q, one)
+          const c = w.charged.get(i.row.account_id)
+          if (c === undefined) throw new ChargeRefused()
+          const charged = this.stamp({ credits: c.credits, free_videos_used: c.free_videos_used })
+          if (born) await this.completeBorn(q as Tx, [i], w)
+          return charged
+        }
+        return born ? this.sql.begin(tx => write(tx)) : write(this.sql)
+      }
     }
   }
 }

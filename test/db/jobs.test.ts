@@ -1,8 +1,9 @@
-// chargeAndInsertJob (src/db/jobs.ts): a creation's charge, ledger entry and job row in one
-// statement, against a real PostgreSQL.
+// A single creation through the batch statement (writeBatch, src/db/ledger.ts: the one form
+// of a creation's charge, ledger entry and job row), leases and held jobs, against a real PostgreSQL.
 import t from 'tap'
 import { connect } from '../../src/db/connect.js'
-import { chargeAndInsertJob, claimJobs, heldJobs, renewShardLease, type NewJob } from '../../src/db/jobs.js'
+import { claimJobs, heldJobs, renewShardLease, type NewJob } from '../../src/db/jobs.js'
+import { writeBatch, type Balance } from '../../src/db/ledger.js'
 import { migrate } from '../../src/db/migrate.js'
 import { freshDatabase } from '../helpers/db.js'
 
@@ -17,6 +18,9 @@ const job = (id: string, credits: number): NewJob => ({
   credits_charged: credits, estimated_seconds: 15, provider: 'simulated', provider_job_id: 'sim_1', idempotency_key: null, request_hash: null,
   source_job_id: null, free_trial: false, deadline_at: new Date(Date.now() + 600_000), created_at: new Date(),
 } as NewJob)
+/** One creation alone: the account's balance after it, or null when the statement refused the charge (nothing written). */
+const createOne = async (j: NewJob): Promise<Balance | null> =>
+  (await writeBatch(sql, { creations: [j], records: [null], completions: [], transitions: [] })).charged.get(j.account_id) ?? null
 const state = async () => (await sql<{ credits: number; entries: number; sum: number; jobs: number }[]>`
   SELECT (SELECT credits FROM accounts WHERE id = ${accountId}) AS credits,
     (SELECT count(*)::int FROM credit_entries WHERE account_id = ${accountId}) AS entries,
@@ -24,33 +28,23 @@ const state = async () => (await sql<{ credits: number; entries: number; sum: nu
     (SELECT count(*)::int FROM jobs WHERE account_id = ${accountId}) AS jobs`)[0]
 
 t.test('a covered price: balance, one charge entry and the job, the new balance returned', async (t) => {
-  t.same(await sql.begin(tx => chargeAndInsertJob(tx, job('job_dbtest_1', 10), 'image nano-banana')), { credits: 15, free_videos_used: 0 })
+  t.same(await createOne(job('job_dbtest_1', 10)), { credits: 15, free_videos_used: 0 })
   t.same(await state(), { credits: 15, entries: 2, sum: 15, jobs: 1 })
   const [e] = await sql`SELECT delta, kind, job_id, note FROM credit_entries WHERE job_id = 'job_dbtest_1'`
   t.same({ ...e }, { delta: -10, kind: 'charge', job_id: 'job_dbtest_1', note: 'image nano-banana' })
 })
 
-t.test('an uncovered price returns null; the caller aborting the transaction leaves nothing behind', async (t) => {
-  let seen: { credits: number } | null | undefined
-  await t.rejects(sql.begin(async (tx) => {
-    seen = await chargeAndInsertJob(tx, job('job_dbtest_2', 20), 'image nano-banana')
-    if (seen === null) throw new Error('abort')
-  }))
-  t.equal(seen, null)
+t.test('an uncovered price returns null and writes nothing', async (t) => {
+  t.equal(await createOne(job('job_dbtest_2', 20)), null)
   t.same(await state(), { credits: 15, entries: 2, sum: 15, jobs: 1 }, 'no entry, no job, balance unchanged')
 })
 
 t.test('the free-trial video is taken by the charge itself: a second trial charge is refused', async (t) => {
-  const trial = (id: string): NewJob => ({ ...job(id, 5), type: 'video', free_trial: true })
-  t.same(await sql.begin(tx => chargeAndInsertJob(tx, trial('job_dbtest_t1'), 'video')), { credits: 10, free_videos_used: 1 })
-  let second: unknown
-  await t.rejects(sql.begin(async (tx) => {
-    second = await chargeAndInsertJob(tx, trial('job_dbtest_t2'), 'video')
-    if (second === null) throw new Error('abort')
-  }))
-  t.equal(second, null, 'refused: the one free video is used')
+  const trial = (id: string): NewJob => ({ ...job(id, 5), type: 'video', model: 'video', free_trial: true })
+  t.same(await createOne(trial('job_dbtest_t1')), { credits: 10, free_videos_used: 1 })
+  t.equal(await createOne(trial('job_dbtest_t2')), null, 'refused: the one free video is used')
   await sql`UPDATE accounts SET has_purchased = true WHERE id = ${accountId}`
-  t.same(await sql.begin(tx => chargeAndInsertJob(tx, trial('job_dbtest_t3'), 'video')), { credits: 5, free_videos_used: 2 }, 'after a purchase the condition no longer applies')
+  t.same(await createOne(trial('job_dbtest_t3')), { credits: 5, free_videos_used: 2 }, 'after a purchase the condition no longer applies')
 })
 
 t.test('held jobs: the running jobs of this node among the ids asked', async (t) => {

@@ -73,7 +73,7 @@ t.test('two free-trial videos of one account in one batch: only one is charged',
   t.same(await state(a), { credits: 150, used: 1, sum: 150, jobs: 1 })
 })
 
-t.test('completions of a batch are written together: job rows, library rows and outbox rows; a video alone in the same transaction', async (t) => {
+t.test('completions of a batch are written together: job rows, library rows (a video with its media) and outbox rows', async (t) => {
   const a = await account(1000)
   const b = await account(1000)
   await sql`INSERT INTO webhooks (account_id, url, secret, events) VALUES (${a}, 'https://hooks.example/a', 's1', ${['job.completed']}),
@@ -84,18 +84,30 @@ t.test('completions of a batch are written together: job rows, library rows and 
   await sql`UPDATE jobs SET status = 'failed' WHERE id = ${rows[3].id}` // already terminal: left alone
   const at = new Date()
   const before = gc.stats.together
-  const done = await Promise.all(rows.map(r => gc.complete({ row: r, resultUrl: `https://files.example/${r.id}`, at })))
+  const media = { thumbnailUrl: 'https://files.example/thumb.jpg', embedUrl: (token: string) => `https://app.example/embed/${token}` }
+  const done = await Promise.all(rows.map(r => gc.complete({ row: r, resultUrl: `https://files.example/${r.id}`, at }, { media })))
   t.same(done, [true, true, true, false])
-  t.equal(gc.stats.together - before, 3, 'the three image completions in one set of statements; the video (its library media is keyed by its id) alone')
+  t.equal(gc.stats.together - before, 4, 'the images and the video in one statement')
   const jobs = await sql<{ id: string; status: string; result_url: string | null }[]>`SELECT id, status, result_url FROM jobs WHERE id = ANY(${rows.map(r => r.id)}) ORDER BY id`
   t.same(jobs.map(j => j.status), ['completed', 'completed', 'completed', 'failed'])
   t.equal(jobs[0].result_url, `https://files.example/${rows[0].id}`)
   const images = await sql`SELECT job_id, model, model_id FROM images WHERE job_id = ANY(${rows.map(r => r.id)}) ORDER BY job_id`
   t.same(images.map(i => i.job_id), [rows[0].id, rows[2].id])
   t.equal(images[0].model, 'simulated/nano-banana')
-  const [v] = await sql`SELECT job_id, aspect_ratio, video_url FROM videos WHERE job_id = ${rows[1].id}`
-  t.same({ ...v }, { job_id: rows[1].id, aspect_ratio: '9:16', video_url: `https://files.example/${rows[1].id}` })
-  const dl = await sql<{ job_id: string; url: string; event: string; body: string }[]>`SELECT job_id, url, event, body FROM webhook_deliveries WHERE account_id IN (${a}, ${b}) ORDER BY job_id, url`
+  const [v] = await sql`SELECT job_id, aspect_ratio, video_url, model, thumbnail_url, embed_token, embed_url, extended_from_video_id FROM videos WHERE job_id = ${rows[1].id}`
+  t.match({ ...v }, {
+    job_id: rows[1].id, aspect_ratio: '9:16', video_url: `https://files.example/${rows[1].id}`, model: 'simulated/seedance-2-mini',
+    thumbnail_url: 'https://files.example/thumb.jpg', embed_token: /^[A-Za-z0-9_-]{32}$/, extended_from_video_id: null,
+  })
+  t.equal(v.embed_url, `https://app.example/embed/${v.embed_token}`, 'the embed page is addressed by its token')
+  // An extension of that video, completed alone: the batch statement with one row links it to the video it extends.
+  const ext = row(a, 10, { type: 'extend', model: 'seedance-2-mini', source_job_id: rows[1].id, request: {} })
+  await gc.create(ext)
+  t.equal(await gc.complete({ row: ext, resultUrl: 'https://files.example/ext.mp4', at }), true)
+  const [e] = await sql`SELECT aspect_ratio, extended_from_video_id, embed_token FROM videos WHERE job_id = ${ext.id}`
+  const [src] = await sql`SELECT id FROM videos WHERE job_id = ${rows[1].id}`
+  t.same({ ...e }, { aspect_ratio: null, extended_from_video_id: src.id, embed_token: null }, 'an extension has no default aspect ratio; no media given, none stored')
+  const dl = await sql<{ job_id: string; url: string; event: string; body: string }[]>`SELECT job_id, url, event, body FROM webhook_deliveries WHERE job_id = ANY(${rows.map(r => r.id)}) ORDER BY job_id, url`
   t.same(dl.map(d => [d.job_id, d.url]), [[rows[0].id, 'https://hooks.example/a'], [rows[1].id, 'https://hooks.example/a'], [rows[1].id, 'https://hooks.example/job']],
     "account a's subscribed hook for each of its jobs plus the job's own; b's hook wants only job.failed")
   t.equal(JSON.parse(dl[0].body).data.job.status, 'completed')
@@ -155,23 +167,43 @@ t.test('one completion statement: delivery ids shaped dlv_ + 16 base64url, one e
   t.equal(body.data.job.completed_at, at.toISOString())
 })
 
-t.test('balances are ordered by stamp, not by when they settle: the highest stamp is the balance the account ends with', async (t) => {
+t.test('a creation born completed is charged in its batch statement and completed in the same transaction, with its outbox row', async (t) => {
   const a = await account(100)
+  await sql`INSERT INTO webhooks (account_id, url, secret, events) VALUES (${a}, 'https://hooks.example/v', 's', ${['job.completed']})`
   const gc = new GroupCommit(sql)
-  // A creation born completed (synchronous voiceover) runs alone, after the batch's statement
-  // that charges the other two, yet it settles first: taking the last to settle left the
-  // actor's balance 10 credits too high (the ledger test saw GET /v1/credits off by a job).
-  const rows = [
-    row(a, 10, { type: 'audio', model: 'voiceover', status: 'completed', progress: 100, result_url: 'http://127.0.0.1/r.mp3', completed_at: new Date() }),
-    row(a, 30), row(a, 20),
-  ]
+  const done = new Date(Date.now() - 5)
+  const voice = row(a, 10, { type: 'audio', model: 'voiceover', status: 'completed', progress: 100, result_url: 'http://127.0.0.1/r.mp3', completed_at: done })
+  const rows = [voice, row(a, 30), row(a, 20)]
   const settled: Array<{ credits: number; seq: number }> = []
   await Promise.all(rows.map(r => gc.create(r).then(c => { settled.push(c) })))
-  t.equal(settled[0].credits, 40, 'the voiceover settled first with the balance its own charge left (after the other two)')
+  t.same(gc.stats, { transactions: 1, items: 3, fallbacks: 0, together: 3 }, 'one transaction: the batch statement, then the completion')
+  t.same(settled.map(c => c.credits), [90, 60, 40], 'each creation answers the balance its own charge left')
   const latest = settled.reduce((m, c) => (c.seq >= m.seq ? c : m))
   t.equal(latest.credits, (await state(a)).credits, 'the highest stamp (ties: the last to settle) carries the committed balance')
-  t.equal(latest.credits, 40)
-  t.ok(settled[settled.length - 1].credits > latest.credits, 'the last to settle is not the latest balance')
+  const [j] = await sql<JobRow[]>`SELECT * FROM jobs WHERE id = ${voice.id}`
+  t.match({ status: j.status, progress: j.progress, result_url: j.result_url }, { status: 'completed', progress: 100, result_url: 'http://127.0.0.1/r.mp3' })
+  t.equal(j.completed_at!.getTime(), done.getTime())
+  const dl = await sql<{ body: string }[]>`SELECT body FROM webhook_deliveries WHERE job_id = ${voice.id}`
+  t.equal(dl.length, 1, 'its job.completed outbox row')
+  t.equal(JSON.parse(dl[0].body).data.job.result_url, 'http://127.0.0.1/r.mp3')
+  // Alone, and on an account that cannot pay: refused, nothing written.
+  const poor = await account(5)
+  const alone = row(poor, 10, { type: 'audio', model: 'voiceover', status: 'completed', progress: 100, result_url: 'http://127.0.0.1/p.mp3', completed_at: done })
+  t.ok(await gc.create(alone).then(() => null, (e: unknown) => e) instanceof ChargeRefused, 'refused with ChargeRefused')
+  t.same(await state(poor), { credits: 5, used: 0, sum: 5, jobs: 0 })
+})
+
+t.test('creations a batch could not charge are retried alone, after the batch: their stamps are later', async (t) => {
+  const a = await account(50)
+  const b = await account(100)
+  const gc = new GroupCommit(sql)
+  const rows = [row(a, 30), row(b, 10), row(a, 30)]
+  const got = await Promise.allSettled(rows.map(r => gc.create(r)))
+  t.same(got.map(g => g.status), ['fulfilled', 'fulfilled', 'rejected'], 'a cannot pay for both: its first is charged alone, its second refused')
+  const [first, other] = got.map(g => (g as PromiseFulfilledResult<{ credits: number; seq: number }>).value)
+  t.equal(first.credits, 20)
+  t.ok(first.seq > other.seq, 'the retry ran after the batch statement')
+  t.same(await state(a), { credits: 20, used: 0, sum: 20, jobs: 1 })
 })
 
 t.test('creations written together keep every text as sent (quotes, backslashes, commas, braces, NULL, unicode)', async (t) => {
@@ -398,7 +430,7 @@ t.test('a mixed batch with an account it cannot charge: the rest commits in the 
   t.equal((got[2] as PromiseFulfilledResult<boolean>).value, true)
   t.same(await state(poor), { credits: 5, used: 0, sum: 5, jobs: 1 })
   t.same(await state(rich), { credits: 980, used: 0, sum: 980, jobs: 2 })
-  t.equal(c.begins(), 2, 'a transaction each for the two creations retried alone, none for the batch')
+  t.equal(c.begins(), 0, 'the two creations retried alone are the batch statement with one row each: no explicit transaction, as for the batch')
 })
 
 t.test('a mixed batch whose statement fails: every item retried alone, only the bad one fails', async (t) => {

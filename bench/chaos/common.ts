@@ -83,7 +83,9 @@ export async function falForChaos (finishAfterMs = 1500): Promise<{ fal: FalStub
   writeFileSync(file, JSON.stringify({ routes: { [FAL_MODEL]: [{ provider: 'fal', model: 'fal-ai/nano-banana-pro', input: { prompt: '$.prompt' } }] } }))
   return {
     fal,
-    env: { PROVIDERS_FILE: file, FAL_KEY: fal.key, FAL_QUEUE_URL: fal.url, FAL_JWKS_URL: fal.jwksUrl, FAL_API_URL: fal.url, WEBHOOK_ALLOWLIST: new URL(fal.url).host },
+    env: {
+      PROVIDERS_FILE: file, FAL_KEY: fal.key, FAL_QUEUE_URL: fal.url, FAL_JWKS_URL: fal.jwksUrl, FAL_API_URL: fal.url, WEBHOOK_ALLOWLIST: new URL(fal.url).host,
+    },
     close: async () => { await fal.close(); rmSync(dir, { recursive: true, force: true }) },
   }
 }
@@ -113,10 +115,12 @@ export async function providerJobsCheck (sql: postgres.Sql, fal: FalStub, ids: s
   }
   const dup = ids.filter(id => (perJob.get(id) ?? 0) > 1).length
   const missing = ids.length - r.provider_jobs_completed - r.provider_jobs_not_completed
-  return { provider_jobs: ids.length, ...r, provider_jobs_missing: missing, provider_jobs_upstream_twice: dup, provider_callbacks_lost: fal.callbacks.filter(c => c.status !== 200).length }
+  const lostCallbacks = fal.callbacks.filter(c => c.status !== 200).length
+  return { provider_jobs: ids.length, ...r, provider_jobs_missing: missing, provider_jobs_upstream_twice: dup, provider_callbacks_lost: lostCallbacks }
 }
 
 /** The provider-job figures that must be zero. */
 export function providerViolations (p: Record<string, number>): number {
-  return p.provider_jobs_not_completed + p.provider_jobs_not_charged_once + p.provider_jobs_refunded + p.provider_jobs_stored_twice + p.provider_jobs_missing + p.provider_jobs_upstream_twice
+  return p.provider_jobs_not_completed + p.provider_jobs_not_charged_once + p.provider_jobs_refunded + p.provider_jobs_stored_twice +
+    p.provider_jobs_missing + p.provider_jobs_upstream_twice
 }

@@ -45,7 +45,10 @@ export async function outageChaos (o: OutageOptions): Promise<Record<string, num
           ? await call(svc.url, 'POST', '/v1/generate/image', { key: a.key, headers: { 'idempotency-key': key }, body: { model: fal ? FAL_MODEL : 'nano-banana', prompt: 'a lantern' }, capMs: 60_000 })
           : await call(svc.url, 'GET', '/v1/credits', { key: a.key, capMs: 60_000 })
         samples.push({ ...r, create })
-        if (create && (r.status === 201 || r.status === 200)) { acked.add(r.body.id); if (fal) falAcked.add(r.body.id) }
+        if (create && (r.status === 201 || r.status === 200)) {
+          acked.add(r.body.id)
+          if (fal) falAcked.add(r.body.id)
+        }
         if (create && fal && r.status === 504 && r.body?.details?.job_id) falAcked.add(r.body.details.job_id)
         // A retry keeps its key and its model (the same request); a new creation draws both.
         if (create && r.status !== 0 && r.status < 500) { key = randomUUID(); fal = Math.random() < 0.25 }
@@ -115,7 +118,8 @@ export async function outageChaos (o: OutageOptions): Promise<Record<string, num
       ...prov,
     }
     const violations = (out.errors_without_retry_after > 0 ? 1 : 0) + (out.errors_not_500_503 > 0 ? 1 : 0) + (restarts > 0 ? 1 : 0) +
-      (out.outage_p99_ms > 5000 ? 1 : 0) + (recovered < 0 || recovered > 5000 ? 1 : 0) + out.acknowledged_lost + out.ledger_violations + providerViolations(prov)
+      (out.outage_p99_ms > 5000 ? 1 : 0) + (recovered < 0 || recovered > 5000 ? 1 : 0) + out.acknowledged_lost + out.ledger_violations +
+      providerViolations(prov)
     if (violations) o.log(`  outage: ledger ${JSON.stringify(inv)}; statuses ${JSON.stringify(Object.fromEntries([...new Set(errors.map(x => x.status))].map(st => [st, errors.filter(x => x.status === st).length])))}\n  service log (tail): ${svc.stderr().slice(-1500)}`)
     return { ...out, violations }
   } finally {

@@ -88,6 +88,18 @@ async function finishAll (batch = 500): Promise<void> {
   }
 }
 
+/** V8 heap used per thread (main, shard-N, ...) and the shards' structure sizes, from GET /metrics. */
+async function heaps (): Promise<{ heap: Record<string, number>; sizes: Record<string, number> }> {
+  const text = await (await fetch(`${svc.url}/metrics`, { headers: { authorization: `Bearer ${svc.adminToken}` } })).text()
+  const heap: Record<string, number> = {}
+  const sizes: Record<string, number> = {}
+  for (const m of text.matchAll(/^genjobs_thread_heap_bytes\{thread="([^"]+)",kind="used"\} (\d+)/gm)) heap[m[1]] = Number(m[2])
+  for (const m of text.matchAll(/^genjobs_thread_structure_size\{thread="[^"]+",name="(waiting_jobs|live_jobs|account_actors|progress_pending)"\} (\d+)/gm)) {
+    sizes[m[1]] = (sizes[m[1]] ?? 0) + Number(m[2])
+  }
+  return { heap, sizes }
+}
+
 async function until (cond: () => Promise<boolean>, ms: number): Promise<boolean> {
   const end = Date.now() + ms
   while (Date.now() < end) { if (await cond()) return true; await sleep(250) }
@@ -102,6 +114,7 @@ try {
   await until(async () => await completed() >= warm.length, 60_000)
   await sleep(3000)
   const rss0 = rssBytes(svc.pid)
+  const h0 = await heaps()
   log(`warm: ${warm.length} jobs done; rss ${(rss0 / 1048576).toFixed(1)} MiB; creating ${N}`)
   const t0 = Date.now()
   const ids = await create(accounts, N, 'held')
@@ -118,6 +131,8 @@ try {
   const cpu = (cpuUs(svc.pid) - c0) / 1e6 / wS
   const polls = (statusOf() - s0) / wS
   const rss1 = rssBytes(svc.pid)
+  const h1 = await heaps()
+  const heapPerJob = Object.fromEntries(Object.keys(h1.heap).map(k => [k, Math.round((h1.heap[k] - (h0.heap[k] ?? 0)) / Math.max(1, ids.length))]))
   const stillRunning = [...fal.jobs.values()].filter(j => !j.ended).length
   log(`waiting ${wS.toFixed(0)} s: rss ${(rss1 / 1048576).toFixed(1)} MiB, cpu ${(cpu * 100).toFixed(2)}% of a core, ${polls.toFixed(2)} status calls/s; draining`)
   const d0 = Date.now()
@@ -136,6 +151,8 @@ try {
     rss_waiting_mib: +(rss1 / 1048576).toFixed(1),
     rss_per_inflight_job_bytes: Math.round((rss1 - rss0) / Math.max(1, ids.length)),
     rss_max_waiting_mib: +(rssMax / 1048576).toFixed(1),
+    heap_used_per_inflight_job_bytes_by_thread: heapPerJob,
+    shard_sizes_waiting: h1.sizes,
     cpu_waiting_pct_of_one_core: +(cpu * 100).toFixed(2),
     upstream_requests_per_s_waiting: +polls.toFixed(2),
     budget_requests_per_s: RPS,

@@ -179,11 +179,12 @@ export class JobActor {
   /** The wait before the next status poll (docs/providers.md "Polling and lost callbacks"). */
   pollDelay (): number {
     if (this.handle === null || !this.reconciles) return this.basePollMs
+    const expected = this.route.provider.reconcileAfterMs ?? this.expectedMs
     if (this.polls === 0) {
       const from = (this.row.submitted_at ?? this.row.created_at).getTime()
-      return Math.max(RECONCILE_MIN_MS, from + Math.max(this.expectedMs, RECONCILE_MIN_MS) - Date.now())
+      return Math.max(RECONCILE_MIN_MS, from + Math.max(expected, RECONCILE_MIN_MS) - Date.now())
     }
-    return Math.min(RECONCILE_CAP_MS, Math.max(RECONCILE_MIN_MS, this.expectedMs / 4) * 2 ** (this.polls - 1))
+    return Math.min(RECONCILE_CAP_MS, Math.max(RECONCILE_MIN_MS, expected / 4) * 2 ** (this.polls - 1))
   }
 
   /** Nothing is under way but the wait for the next poll or the callback: the job may leave memory. */
@@ -599,7 +600,8 @@ export class JobActor {
         await this.host.submitted(this, r, h, [this.ev('submit', 'found', { upstream_id: h.id, via: candidate !== undefined ? 'callback' : 'lookup' })])
         this.handle = h
         for (const x of extra) this.orphans.push({ provider: p.name, id: x.id })
-        this.schedule(this.orphans.length > 0 ? 0 : undefined)
+        // Named by a callback: that callback is news of the job (Kie's only says "look"), so it is polled now.
+        this.schedule(this.orphans.length > 0 || candidate !== undefined ? 0 : undefined)
         return
       }
       if (candidate !== undefined) {

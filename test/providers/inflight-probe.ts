@@ -55,6 +55,13 @@ const svc = await startService({
   },
 })
 
+// Interrupted: stop the service and drop the database all the same (the service is a child).
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => {
+    void (async () => { await svc.stop().catch(() => {}); await db.drop().catch(() => {}); process.exit(130) })()
+  })
+}
+
 async function create (accounts: SeededAccount[], n: number, tag: string): Promise<string[]> {
   const ids: string[] = []
   let next = 0

@@ -1,7 +1,9 @@
 /**
  * A database outage through the TCP fault proxy: added latency, connection
  * resets, then the database black-holed for half of `outageS` and cut off (port closed) for the
- * other half, under creation and read load with Idempotency-Key retries. Figures: shard
+ * other half, under creation and read load with Idempotency-Key retries; a quarter of the
+ * creations run on the fal contract stub and complete by callback (those in flight during the
+ * outage lose their callbacks and are found by reconciliation polls). Figures: shard
  * restarts (from the service's log), client waits, errors without Retry-After, recovery time
  * after the database returns, acknowledged jobs lost.
  */
@@ -10,7 +12,7 @@ import { startService } from '../lib/children.js'
 import { createDatabase, seedAccounts } from '../lib/seed.js'
 import { RAISED_TIER_LIMITS } from '../lib/stack.js'
 import { TcpProxy } from '../../test/fixtures/tcp-proxy.js'
-import { call, invariants, percentile, sleep, violationsOf, type Answer, type ChaosOptions } from './common.js'
+import { call, FAL_MODEL, falForChaos, invariants, percentile, providerJobsCheck, providerViolations, sleep, violationsOf, type Answer, type ChaosOptions } from './common.js'
 
 export interface OutageOptions extends ChaosOptions {
   outageS: number
@@ -24,23 +26,32 @@ export async function outageChaos (o: OutageOptions): Promise<Record<string, num
   const u = new URL(o.databaseUrl)
   const proxy = new TcpProxy(Number(u.port || 5432), u.hostname)
   await proxy.start()
-  const svc = await startService({ databaseUrl: proxy.rewrite(db.url), env: { TIER_LIMITS: RAISED_TIER_LIMITS, SIM_SPEED: '200', SUBMIT_TIMEOUT_MS: '300', SHARDS: '2' } })
+  const provider = await falForChaos()
+  const svc = await startService({ databaseUrl: proxy.rewrite(db.url), env: { TIER_LIMITS: RAISED_TIER_LIMITS, SIM_SPEED: '200', SUBMIT_TIMEOUT_MS: '300', SHARDS: '2', ...provider.env } })
+    .catch(async (err) => { await provider.close(); await proxy.stop().catch(() => {}); await db.drop().catch(() => {}); throw err })
   try {
     const accounts = await seedAccounts(svc, 4, 1_000_000, 'outage')
     let running = true
     const samples: Array<Answer & { create: boolean }> = []
     const acked = new Set<string>()
+    const falAcked = new Set<string>()
     const worker = async (w: number) => {
       const a = accounts[w % accounts.length]
       let key = randomUUID()
+      let fal = Math.random() < 0.25
       while (running) {
         const create = Math.random() < 0.6
         const r = create
-          ? await call(svc.url, 'POST', '/v1/generate/image', { key: a.key, headers: { 'idempotency-key': key }, body: { model: 'nano-banana', prompt: 'a lantern' }, capMs: 60_000 })
+          ? await call(svc.url, 'POST', '/v1/generate/image', { key: a.key, headers: { 'idempotency-key': key }, body: { model: fal ? FAL_MODEL : 'nano-banana', prompt: 'a lantern' }, capMs: 60_000 })
           : await call(svc.url, 'GET', '/v1/credits', { key: a.key, capMs: 60_000 })
         samples.push({ ...r, create })
-        if (create && (r.status === 201 || r.status === 200)) acked.add(r.body.id)
-        if (create && r.status !== 0 && r.status < 500) key = randomUUID()
+        if (create && (r.status === 201 || r.status === 200)) {
+          acked.add(r.body.id)
+          if (fal) falAcked.add(r.body.id)
+        }
+        if (create && fal && r.status === 504 && r.body?.details?.job_id) falAcked.add(r.body.details.job_id)
+        // A retry keeps its key and its model (the same request); a new creation draws both.
+        if (create && r.status !== 0 && r.status < 500) { key = randomUUID(); fal = Math.random() < 0.25 }
         if (r.status >= 500 || r.status === 0) await sleep(100)
       }
     }
@@ -80,6 +91,8 @@ export async function outageChaos (o: OutageOptions): Promise<Record<string, num
     const restarts = (svc.stderr().match(/restarting/g) ?? []).length
     const ids = [...acked]
     const [{ n }] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM jobs WHERE id = ANY(${ids})`
+    // Provider jobs: every acknowledged one completes once, charged once.
+    const prov = await providerJobsCheck(db.sql, provider.fal, [...falAcked], 120_000)
     const inv = await invariants(db.sql, 30)
     const lat = samples.filter(x => x.at >= latStart && x.at < latEnd)
     const res = samples.filter(x => x.at >= resetStart && x.at < resetEnd)
@@ -102,13 +115,16 @@ export async function outageChaos (o: OutageOptions): Promise<Record<string, num
       acknowledged: ids.length,
       acknowledged_lost: ids.length - n,
       ledger_violations: violationsOf(inv),
+      ...prov,
     }
     const violations = (out.errors_without_retry_after > 0 ? 1 : 0) + (out.errors_not_500_503 > 0 ? 1 : 0) + (restarts > 0 ? 1 : 0) +
-      (out.outage_p99_ms > 5000 ? 1 : 0) + (recovered < 0 || recovered > 5000 ? 1 : 0) + out.acknowledged_lost + out.ledger_violations
+      (out.outage_p99_ms > 5000 ? 1 : 0) + (recovered < 0 || recovered > 5000 ? 1 : 0) + out.acknowledged_lost + out.ledger_violations +
+      providerViolations(prov)
     if (violations) o.log(`  outage: ledger ${JSON.stringify(inv)}; statuses ${JSON.stringify(Object.fromEntries([...new Set(errors.map(x => x.status))].map(st => [st, errors.filter(x => x.status === st).length])))}\n  service log (tail): ${svc.stderr().slice(-1500)}`)
     return { ...out, violations }
   } finally {
     await svc.stop().catch(() => {})
+    await provider.close().catch(() => {})
     await proxy.stop().catch(() => {})
     await db.drop().catch(() => {})
   }

@@ -1,5 +1,7 @@
 import type { Q } from './connect.js'
 import type { UpstreamHandle } from '../providers/upstream.js'
+import type { JobRow } from '../jobs/view.js'
+import { textArray } from './array-literal.js'
 
 /**
  * Upstream bookkeeping of jobs (sql/0008_upstream.sql): the route and handle of a
@@ -137,4 +139,23 @@ export interface EmbedVideo { video_url: string; thumbnail_url: string | null; a
 export async function embedVideo (sql: Q, token: string): Promise<EmbedVideo | undefined> {
   const [v] = await sql<EmbedVideo[]>`SELECT video_url, thumbnail_url, aspect_ratio FROM videos WHERE embed_token = ${token}`
   return v
+}
+
+/**
+ * The rows of waiting jobs that came due (docs/architecture.md "Waiting jobs"): one SELECT for
+ * a batch, whatever their state now (the caller drops those that ended or moved).
+ */
+export async function jobsByIds (sql: Q, ids: string[]): Promise<JobRow[]> {
+  if (ids.length === 0) return []
+  return sql<JobRow[]>`SELECT * FROM jobs WHERE id = ANY(${textArray(ids)}::text[])`
+}
+
+/**
+ * Non-terminal jobs of this shard that this node already owns, after `afterId` in id order, at
+ * most `limit`: a restarted node pages through all of them (the boot claim takes one page).
+ */
+export async function ownedActiveJobs (sql: Q, node: string, shard: number, shards: number, afterId: string, limit = 1000): Promise<JobRow[]> {
+  return sql<JobRow[]>`SELECT * FROM jobs
+    WHERE owner = ${node} AND status IN ('queued', 'submitted', 'processing') AND account_id % ${shards} = ${shard} AND id > ${afterId}
+    ORDER BY id LIMIT ${limit}`
 }

@@ -32,7 +32,7 @@ export function createAdapter (name: 'fal' | 'replicate' | 'kie', env: Record<st
 /** A real adapter as a route kind: it ignores the ProviderJob (routing already mapped the input). */
 export class AdapterProvider implements RouteProvider {
   readonly simulated = false
-  constructor (readonly adapter: UpstreamAdapter, readonly takesCallbacks = true) {}
+  constructor (readonly adapter: UpstreamAdapter, readonly takesCallbacks = true, readonly reconcileAfterMs?: number) {}
   get name (): string { return this.adapter.name }
   accepts (): boolean { return true }
   submit (req: UpstreamRequest, _job: ProviderJob, signal?: AbortSignal) { return this.adapter.submit(req, signal) }

@@ -33,9 +33,15 @@ export interface ProviderSettings {
   max_concurrent?: number
   /** The longest a request waits for its turn before it is treated as a 429 (default 5000 ms). */
   max_wait_ms?: number
+  /**
+   * Reconciliation of jobs this provider calls back (docs/providers.md "Polling and lost
+   * callbacks"): the first poll this long after submission instead of the model's estimate (the
+   * gaps then double from a quarter of it, at least 5 s, up to 10 min).
+   */
+  reconcile_after_s?: number
 }
 
-const SETTING_KEYS = new Set(['requests_per_second', 'burst', 'max_concurrent', 'max_wait_ms'])
+const SETTING_KEYS = new Set(['requests_per_second', 'burst', 'max_concurrent', 'max_wait_ms', 'reconcile_after_s'])
 const BUDGETED = ['fal', 'replicate', 'kie']
 export const DEFAULT_MAX_WAIT_MS = 5000
 /** Most slow-down an upstream 429 can cause: 1/16 of the configured rate. */
@@ -49,7 +55,7 @@ export function parseProviderSettings (v: unknown, where: string): Record<string
     const at = `${where}: providers.${name}`
     if (!BUDGETED.includes(name)) throw new Error(`${at}: unknown provider (one of ${BUDGETED.join(', ')})`)
     if (s === null || typeof s !== 'object' || Array.isArray(s)) throw new Error(`${at} must be an object {requests_per_second?, burst?, max_concurrent?, max_wait_ms?}`)
-    for (const k of Object.keys(s)) if (!SETTING_KEYS.has(k)) throw new Error(`${at}: unknown key ${JSON.stringify(k)} (expected requests_per_second, burst, max_concurrent or max_wait_ms)`)
+    for (const k of Object.keys(s)) if (!SETTING_KEYS.has(k)) throw new Error(`${at}: unknown key ${JSON.stringify(k)} (expected requests_per_second, burst, max_concurrent, max_wait_ms or reconcile_after_s)`)
     const o = s as Record<string, unknown>
     const settings: ProviderSettings = {}
     if (o.requests_per_second !== undefined) {
@@ -69,6 +75,11 @@ export function parseProviderSettings (v: unknown, where: string): Record<string
     if (o.max_wait_ms !== undefined) {
       if (!isInt(o.max_wait_ms, 0, 60_000)) throw new Error(`${at}.max_wait_ms must be an integer between 0 and 60000, got ${JSON.stringify(o.max_wait_ms)}`)
       settings.max_wait_ms = o.max_wait_ms as number
+    }
+    if (o.reconcile_after_s !== undefined) {
+      const r = o.reconcile_after_s
+      if (typeof r !== 'number' || !Number.isFinite(r) || r <= 0 || r > 86_400) throw new Error(`${at}.reconcile_after_s must be a number of seconds > 0 (at most 86400), got ${JSON.stringify(r)}`)
+      settings.reconcile_after_s = r
     }
     out[name] = settings
   }

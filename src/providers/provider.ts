@@ -35,6 +35,8 @@ export interface RouteProvider {
   /** How a lost submission is found (upstream.ts); absent: in-process, nothing can be lost. */
   readonly lookup?: 'list' | 'callback'
   find? (q: UpstreamLookup, signal?: AbortSignal): Promise<UpstreamHandle[]>
+  /** The routing file's `reconcile_after_s` (ms): the first reconciliation poll after submission instead of the estimate. */
+  readonly reconcileAfterMs?: number
   /** True when callbacks can be verified (fal always; Replicate and Kie with their secret): a callback URL is sent. */
   readonly takesCallbacks?: boolean
   /** Absent: the provider sends no callbacks (simulated). */

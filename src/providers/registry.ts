@@ -225,7 +225,9 @@ export class Providers {
     for (const name of needed) {
       if (name === 'simulated') continue
       try {
-        p.byName.set(name, new AdapterProvider(createAdapter(name, config.providerEnv), takesCallbacks(name, config.providerEnv)))
+        const after = table?.providers?.[name]?.reconcile_after_s
+        const adapter = createAdapter(name, config.providerEnv)
+        p.byName.set(name, new AdapterProvider(adapter, takesCallbacks(name, config.providerEnv), after === undefined ? undefined : after * 1000))
       } catch (err) {
         throw new Error(`provider ${name}: the adapter could not be loaded: ${(err as Error).message}`)
       }

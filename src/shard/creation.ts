@@ -8,7 +8,8 @@ import type { JobRow } from '../jobs/view.js'
 import type { CreatedJobView, JobCaller, JobSpec } from '../domain.js'
 import type { Providers, Route } from '../providers/registry.js'
 import { unsupportedOption } from '../providers/capabilities.js'
-import { mayHaveCreated, UpstreamRefused, UpstreamUnavailable, type ProviderJob, type UpstreamHandle } from '../providers/provider.js'
+import type { ProviderJob, UpstreamHandle } from '../providers/provider.js'
+import { judgeSubmission, nextOpenRoute, verdictEvent } from '../providers/failover.js'
 import type { ResultRules } from '../providers/results.js'
 import { LOOKUP_MARGIN_MS, type UpstreamJobRow } from './job-actor.js'
 import { deadlineOf, findLost, submitOn } from './upstream-jobs.js'
@@ -18,6 +19,7 @@ import { refusedCharge } from './decide.js'
 import type { Charged, GroupCommit } from './group-commit.js'
 import type { RedisInFlight } from './inflight.js'
 import type { ShardEvent } from './protocol.js'
+import type { WaitingJobs } from './waiting.js'
 import { observeProvider } from '../worker-stats.js'
 
 export interface ActorDeps {
@@ -44,6 +46,11 @@ export interface ActorDeps {
    * first unwritten change (flushed by the shard once that is a flush interval old).
    */
   progress: Map<string, { row: JobRow; since: number }>
+  /**
+   * The shard's waiting upstream jobs (docs/architecture.md "Waiting jobs"); absent: every job
+   * keeps its own timer (tests that build one actor).
+   */
+  waiting?: WaitingJobs
   emit: (ev: ShardEvent) => void
   log: (level: 'info' | 'warn' | 'error', msg: string, extra?: Record<string, unknown>) => void
 }
@@ -109,8 +116,9 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
   const events: UpstreamEvent[] = []
   let lastError: unknown = null
   let retryAfterMs = 0
-  for (const r of routes) {
-    if (!r.breaker.allow()) continue
+  // Failover route by route (src/providers/failover.ts): an open breaker or a refusal moves on.
+  for (let i = nextOpenRoute(routes, 0); i >= 0; i = nextOpenRoute(routes, i + 1)) {
+    const r = routes[i]
     route = r
     row.provider = r.provider.name
     row.deadline_at = deadlineOf(r, spec.estimated_seconds, deps.simSpeed, now.getTime())
@@ -121,15 +129,15 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
     submission = submitOn(r, pj, spec.prompt, deps.publicBaseUrl)
     let timer: NodeJS.Timeout | undefined
     const answer = await Promise.race([
-      submission.then(v => ({ ok: true as const, v }), e => ({ ok: false as const, e })),
+      submission.then(handle => ({ ok: true as const, handle }), error => ({ ok: false as const, error })),
       new Promise<null>(resolve => { timer = setTimeout(() => resolve(null), deps.submitTimeoutMs) }),
     ])
     clearTimeout(timer)
     observeProvider(r.provider.name, (performance.now() - submitted) / 1000, answer !== null && answer.ok) // metrics
     if (answer === null) { timedOut = true; break }
-    if (answer.ok) {
-      r.breaker.success()
-      handle = answer.v
+    const v = judgeSubmission(r, answer)
+    if (v.kind === 'taken') {
+      handle = v.handle
       row.provider_job_id = handle.id
       row.upstream = handle
       row.route = r.key
@@ -137,12 +145,8 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
       if (r.recordsHistory) events.push({ job_id: id, source: 'submit', route: r.key, state: 'submitted', detail: { upstream_id: handle.id } })
       break
     }
-    if (mayHaveCreated(answer.e) && r.recordsHistory && !r.provider.simulated) {
-      // No definitive answer (5xx, connection lost): the provider may have created the job.
-      // Nothing is sent again on this route before it has been looked for (docs/providers.md
-      // "No duplicate upstream jobs"); the route's breaker counts it as a failure.
-      r.breaker.failure()
-      events.push({ job_id: id, source: 'submit', route: r.key, state: 'unanswered', detail: { error: String((answer.e as Error)?.message ?? answer.e) } })
+    if (r.recordsHistory) events.push(verdictEvent(v, id, r))
+    if (v.kind === 'unanswered') {
       const p = r.provider
       if (p.lookup === 'list') {
         let found: UpstreamHandle[] | null = null
@@ -177,22 +181,17 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
     r.release(id)
     holds = false
     submission = null
-    if (answer.e instanceof UpstreamUnavailable && answer.e.httpStatus === 429) {
+    if (v.kind === 'rate_limited') {
       // The provider is at capacity for us: like a full route, the job is charged and
       // `queued`, and submitted again after Retry-After.
       row.status = 'queued'
-      retryAfterMs = answer.e.retryAfterMs ?? 1000
-      if (r.recordsHistory) events.push({ job_id: id, source: 'refused', route: r.key, state: 'rate_limited', detail: { retry_after_ms: retryAfterMs } })
+      retryAfterMs = v.retryAfterMs ?? 1000
       break
     }
     // Refused (definitive) or unavailable (indefinite): nothing is charged for this route; the
     // next route is tried. An indefinite error may leave an orphan upstream job: it costs us,
-    // never the client (docs/decisions.md). Only the indefinite kind counts toward the route's
-    // breaker: a refusal of this input says nothing about the route (docs/providers.md).
-    if (answer.e instanceof UpstreamRefused) r.breaker.refused()
-    else if (!mayHaveCreated(answer.e) || !r.recordsHistory || r.provider.simulated) r.breaker.failure() // else counted above
-    lastError = answer.e
-    if (r.recordsHistory) events.push({ job_id: id, source: 'refused', route: r.key, state: answer.e instanceof UpstreamRefused ? 'refused' : 'unavailable', detail: { error: String((answer.e as Error)?.message ?? answer.e) } })
+    // never the client (docs/decisions.md).
+    lastError = v.error
     route = null
   }
   if (route === null) {

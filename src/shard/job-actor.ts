@@ -1,6 +1,7 @@
 import type { JobRow, JobStatus } from '../jobs/view.js'
 import type { UpstreamEvent } from '../db/upstream.js'
-import { mayHaveCreated, UpstreamRefused, UpstreamUnavailable, type ProviderJob, type UpstreamHandle, type UpstreamState } from '../providers/provider.js'
+import { UpstreamUnavailable, type ProviderJob, type UpstreamHandle, type UpstreamState } from '../providers/provider.js'
+import { judgeSubmission, nextOpenRoute, verdictEvent } from '../providers/failover.js'
 import type { Route } from '../providers/registry.js'
 import { ResultRejected, storeResult, type ResultRules } from '../providers/results.js'
 import { thumbnailFor } from '../providers/library-media.js'
@@ -30,6 +31,14 @@ export interface JobHost {
    * callback named), oldest first, without those another job already holds (upstream-jobs.ts).
    */
   find (job: JobActor, route: Route, since: Date, candidate?: string): Promise<UpstreamHandle[]>
+  /**
+   * Parks the job until `delayMs` from now (docs/architecture.md "Waiting jobs"): it leaves
+   * memory but for a compact record, and runs again when due or when its callback comes.
+   * False: not parked (the job keeps its own timer).
+   */
+  park? (job: JobActor, delayMs: number): boolean
+  /** A job woken by its due time finished its first step (room for the next due one). */
+  settled? (job: JobActor): void
   /** History only (refused routes, failed downloads). */
   record (events: UpstreamEvent[]): Promise<void>
   /** The deadline of a job a provider got now (docs/architecture.md "Providers and media": counted from submission). */
@@ -42,7 +51,11 @@ export interface JobHost {
 /** The upstream history of a poll that records none (shared, never written to). */
 const NO_EVENTS: UpstreamEvent[] = Object.freeze([]) as unknown as UpstreamEvent[]
 
-/** Poll cadence: a tenth of the expected run time, between 20 ms and 5 s; errors back off to 60 s. */
+/**
+ * Poll cadence of a provider that sends no callbacks (the simulated provider, a real one whose
+ * callbacks cannot be verified): a tenth of the expected run time, between 20 ms and 5 s;
+ * errors back off to 60 s.
+ */
 const MIN_POLL_MS = 20
 const MAX_POLL_MS = 5000
 const MAX_BACKOFF_MS = 60_000
@@ -50,6 +63,19 @@ const MAX_BACKOFF_MS = 60_000
 const POLL_GRID_MS = 10
 /** A queued job rechecks its routes at least this often (capacity is also pushed by wake-ups). */
 const QUEUED_RECHECK_MS = 5000
+/**
+ * Reconciliation of a job whose provider calls back (docs/providers.md "Polling and lost
+ * callbacks"): the first poll at the expected end (submission + catalogue estimate), then
+ * doubling gaps from a quarter of the estimate (at least RECONCILE_MIN_MS) up to
+ * RECONCILE_CAP_MS. A lost callback is found at most max(estimate, RECONCILE_CAP_MS) after the
+ * job ended upstream (longer only when the provider's request budget cannot fit every waiting
+ * job's poll: then N / requests_per_second), and never after the deadline (a last poll precedes
+ * the deadline's cancel).
+ */
+export const RECONCILE_MIN_MS = 5000
+export const RECONCILE_CAP_MS = 600_000
+/** A job whose next step is at least this far away parks (JobHost.park) instead of keeping a timer. */
+export const PARK_MIN_MS = 5000
 /** Budget of the best-effort upstream cancel before a deadline refund. */
 const CANCEL_BUDGET_MS = 10_000
 /** A lost submission is looked for from this long before it was sent (clocks differ). */
@@ -106,9 +132,15 @@ export class JobActor {
   lost: { since: Date; candidates: string[] } | null = null
   /** Upstream ids callbacks named for this job while it runs on another one: checked, then cancelled. */
   private readonly orphans: Array<{ provider: string; id: string }> = []
+  /** Reconciliation polls made since submission (pollDelay). */
+  polls = 0
+  /** Woken by its due time from the waiting index (JobHost.settled once its step ran). */
+  woken = false
+  /** Left memory for the waiting index (JobHost.park): this object is inert. */
+  parked = false
 
   constructor (
-    readonly row: UpstreamJobRow, readonly pj: ProviderJob, readonly routes: Route[], private readonly host: JobHost, expectedMs: number,
+    readonly row: UpstreamJobRow, readonly pj: ProviderJob, readonly routes: Route[], private readonly host: JobHost, readonly expectedMs: number,
     routeIndex = 0, handle: UpstreamHandle | null = null
   ) {
     this.basePollMs = Math.min(MAX_POLL_MS, Math.max(MIN_POLL_MS, Math.round(expectedMs / 10)))
@@ -126,13 +158,48 @@ export class JobActor {
   get id (): string { return this.row.id }
   get route (): Route { return this.routes[Math.min(this.routeIndex, this.routes.length - 1)] }
 
+  /** The last upstream state in the job's history (kept while the job waits, so it is not written again). */
+  get label (): string | null { return this.lastState }
+
+  /** A job back from the waiting index: its reconciliation count and last recorded state. */
+  restore (polls: number, label: string | null): void {
+    this.polls = polls
+    this.lastState = label
+  }
+
+  /**
+   * True when the provider calls this job back (our callback URL went with the submission):
+   * polling only reconciles (pollDelay).
+   */
+  get reconciles (): boolean {
+    const p = this.route.provider
+    return !p.simulated && p.takesCallbacks === true && p.verifyCallback !== undefined
+  }
+
+  /** The wait before the next status poll (docs/providers.md "Polling and lost callbacks"). */
+  pollDelay (): number {
+    if (this.handle === null || !this.reconciles) return this.basePollMs
+    const expected = this.route.provider.reconcileAfterMs ?? this.expectedMs
+    if (this.polls === 0) {
+      const from = (this.row.submitted_at ?? this.row.created_at).getTime()
+      return Math.max(RECONCILE_MIN_MS, from + Math.max(expected, RECONCILE_MIN_MS) - Date.now())
+    }
+    return Math.min(RECONCILE_CAP_MS, Math.max(RECONCILE_MIN_MS, expected / 4) * 2 ** (this.polls - 1))
+  }
+
+  /** Nothing is under way but the wait for the next poll or the callback: the job may leave memory. */
+  private parkable (): boolean {
+    return !this.oneShot && this.handle !== null && this.submitting === null && this.lost === null && this.answer === null &&
+      this.orphans.length === 0 && this.pushed.length === 0 && !this.route.provider.simulated
+  }
+
   /** The creation path submitted on `route` and holds its slot (or its answer is outstanding). */
   took (route: Route): void {
     this.routeIndex = Math.max(0, this.routes.indexOf(route))
     this.holdsSlot = true
   }
 
-  schedule (delayMs = this.basePollMs): void {
+  schedule (delayMs = this.pollDelay()): void {
     if (this.terminal) return
     // During a tick the request is kept and armed when the tick ends: ticks never overlap.
     if (this.running) { this.next = this.next === undefined ? delayMs : Math.min(this.next, delayMs); return }
@@ -148,6 +215,8 @@ export class JobActor {
     // wake in one timers phase, so their events cross in one message and their commits join
     // one group commit. Short waits (wake-ups, retries now) are not delayed.
     if (d >= MIN_POLL_MS) d = Math.ceil((now + d) / POLL_GRID_MS) * POLL_GRID_MS - now
+    // A long wait is spent as a record of the shard's waiting index, not as this object.
+    if (d >= PARK_MIN_MS && this.parkable() && this.host.park?.(this, d)) return
     this.timer = setTimeout(this.fire, d)
   }
 
@@ -161,8 +230,16 @@ export class JobActor {
     this.tick().then(this.ticked, this.tickFailed)
   }
 
+  /** A job woken by its due time gives its place back once its step ran. */
+  private settleWake (): void {
+    if (!this.woken) return
+    this.woken = false
+    this.host.settled?.(this)
+  }
+
   private readonly ticked = (): void => {
     this.running = false
+    this.settleWake()
     if (this.oneShot) { this.stop(); return }
     const d = this.next
     this.next = undefined
@@ -171,6 +248,7 @@ export class JobActor {
 
   private readonly tickFailed = (err: unknown): void => {
     this.running = false
+    this.settleWake()
     this.next = undefined
     if (this.oneShot) { this.stop(); return }
     // A write that failed (a database hiccup, a failed group commit) must not strand the job.
@@ -180,11 +258,14 @@ export class JobActor {
   }
 
   private backoffMs (): number {
+    // A reconciled job backs off from RECONCILE_MIN_MS: its polls are rare by design.
+    if (this.reconciles && this.handle !== null) return Math.min(RECONCILE_CAP_MS, RECONCILE_MIN_MS * 2 ** Math.max(0, this.errors - 1))
     return Math.min(MAX_BACKOFF_MS, this.basePollMs * 2 ** this.errors)
   }
 
   /** Stops the machine and frees its route slot or queue place (terminal, or the job moved). */
   stop (): void {
+    this.settleWake()
     this.terminal = true
     if (this.timer) { clearTimeout(this.timer); this.timer = null }
     for (const r of this.routes) r.unwait(this.id)
@@ -231,7 +312,7 @@ export class JobActor {
     this.submitting = p
     this.sentAt = sentAt
     this.answer = null
-    this.schedule()
+    this.schedule(this.basePollMs)
     // Noted here, persisted by tick(): a failed write is retried like any other.
     p.then((handle) => {
       if (this.submitting !== p) return
@@ -269,6 +350,7 @@ export class JobActor {
         const provider = this.route.provider
         st = await provider.status(this.handle, this.pj, provider.simulated ? undefined : AbortSignal.timeout(30_000))
         this.errors = 0
+        this.polls++
       } catch (err) {
         // Timeouts, 5xx, 429 on status keep the job running.
         this.errors++
@@ -354,6 +436,15 @@ export class JobActor {
   /** Our deadline: try to cancel upstream first, then fail with a refund (a definitive end). */
   private async deadline (): Promise<void> {
     let cancelled: boolean | string = 'no upstream id (the submission never answered)'
+    if (this.handle !== null && !this.route.provider.simulated) {
+      // A last poll first: a job that ended upstream and whose callback was lost ends as it did,
+      // not as a deadline failure (docs/providers.md "Polling and lost callbacks").
+      try {
+        const st = await this.route.provider.status(this.handle, this.pj, AbortSignal.timeout(CANCEL_BUDGET_MS))
+        if (st.state === 'succeeded' || st.state === 'failed' || st.state === 'canceled') return this.apply(st, 'poll')
+      } catch {}
+      if (this.terminal) return
+    }
     if (this.handle !== null) {
       try {
         cancelled = await this.route.provider.cancel(this.handle, AbortSignal.timeout(CANCEL_BUDGET_MS))
@@ -379,6 +470,8 @@ export class JobActor {
     return ok
   }
 
+  private readonly servesRoute = (r: Route): boolean => this.serves(r)
+
   /** The first route at or after `from` that serves this job, or -1. */
   private nextServing (from: number): number {
     for (let i = from; i < this.routes.length; i++) if (this.serves(this.routes[i])) return i
@@ -393,10 +486,9 @@ export class JobActor {
       await this.host.fail(this, 'No provider route can run this request any more; credits refunded', false)
       return
     }
-    for (let i = this.routeIndex; i < this.routes.length; i++) {
+    // Failover route by route (src/providers/failover.ts): an open breaker moves on.
+    for (let i = nextOpenRoute(this.routes, this.routeIndex, this.servesRoute); i >= 0; i = nextOpenRoute(this.routes, i + 1, this.servesRoute)) {
       const r = this.routes[i]
-      if (!this.serves(r)) continue
-      if (!r.breaker.allow()) continue
       if (!r.provider.accepts(this.pj)) {
         // The provider has no capacity for this job at all ([sim:queue]): it waits here, out of
         // the route's queue, so it never holds up the jobs behind it.
@@ -426,55 +518,51 @@ export class JobActor {
 
   private async settleSubmission (): Promise<void> {
     const a = this.answer
-    if (a === null) { this.schedule(); return }
+    if (a === null) { this.schedule(this.basePollMs); return }
     const r = this.route
-    if ('handle' in a) {
-      r.breaker.success()
+    const v = judgeSubmission(r, 'handle' in a ? { ok: true, handle: a.handle } : { ok: false, error: a.error })
+    if (v.kind === 'taken') {
       this.lost = null
       this.lastState = 'submitted'
-      await this.host.submitted(this, r, a.handle, [this.ev('submit', 'submitted', { upstream_id: a.handle.id })])
-      this.handle = a.handle
+      await this.host.submitted(this, r, v.handle, [this.ev('submit', 'submitted', { upstream_id: v.handle.id })])
+      this.handle = v.handle
       this.submitting = null
       this.answer = null
       this.errors = 0
+      this.polls = 0
       this.schedule()
       return
     }
-    const err = a.error
+    const err = v.error
     this.submitting = null
     this.answer = null
     this.lost = null
-    if (mayHaveCreated(err) && r.recordsHistory && !r.provider.simulated) {
-      // No definitive answer: the provider may have created the job. Nothing is sent again on
-      // this route before it has been looked for (lookFor); the slot stays held meanwhile, as
-      // the upstream job may be using the capacity.
-      r.breaker.failure()
+    if (v.kind === 'unanswered') {
+      // The provider may have created the job. Nothing is sent again on this route before it
+      // has been looked for (lookFor); the slot stays held meanwhile, as the upstream job may be
+      // using the capacity.
       this.lost = { since: new Date(this.sentAt - LOOKUP_MARGIN_MS), candidates: [] }
       this.host.log('submission unanswered; looking for it before anything is sent again', { job: this.id, err: String(err) })
-      await this.host.unanswered(this, r, [this.ev('submit', 'unanswered', { error: String((err as Error)?.message ?? err), sent_at: new Date(this.sentAt).toISOString() })])
+      await this.host.unanswered(this, r, [verdictEvent(v, this.id, r, { sent_at: new Date(this.sentAt).toISOString() })])
       this.schedule(0)
       return
     }
     if (this.holdsSlot) { this.holdsSlot = false; r.release(this.id) }
-    if (err instanceof UpstreamRefused) {
+    if (v.kind === 'refused') {
       // Definitive: this route will not run the job; the next one may (the job stays charged once).
-      // A refusal of the input is not the route's failure: the breaker does not count it.
-      r.breaker.refused()
-      await this.host.record([this.ev('refused', 'refused', { error: err.message })])
+      await this.host.record([verdictEvent(v, this.id, r)])
       const next = this.nextServing(this.routeIndex + 1)
       if (next >= 0) { this.routeIndex = next; this.schedule(0); return }
       // Neutral for the client; the refusal itself is in the upstream history (GET /v1/admin/jobs/{id}).
       await this.host.fail(this, 'No provider could take this job; credits refunded', false)
       return
     }
-    // Indefinite (network, 5xx, 429): the same route again later, after Retry-After if given.
-    // A 429 is the provider's capacity, not a fault: it does not count against the breaker.
-    if (!(err instanceof UpstreamUnavailable && err.httpStatus === 429)) r.breaker.failure()
+    // Indefinite (network, 5xx, 429): a running job has time, so the same route again later,
+    // after Retry-After if given.
     this.errors++
-    const ra = err instanceof UpstreamUnavailable ? err.retryAfterMs : null
-    if (ra) this.notBefore = Date.now() + ra
+    if (v.retryAfterMs) this.notBefore = Date.now() + v.retryAfterMs
     this.host.log('submission failed; retrying', { job: this.id, err: String(err), errors: this.errors })
-    this.schedule(Math.max(ra ?? 0, this.backoffMs()))
+    this.schedule(Math.max(v.retryAfterMs ?? 0, this.backoffMs()))
   }
 
   /**
@@ -512,7 +600,8 @@ export class JobActor {
         await this.host.submitted(this, r, h, [this.ev('submit', 'found', { upstream_id: h.id, via: candidate !== undefined ? 'callback' : 'lookup' })])
         this.handle = h
         for (const x of extra) this.orphans.push({ provider: p.name, id: x.id })
-        this.schedule(this.orphans.length > 0 ? 0 : undefined)
+        // Named by a callback: that callback is news of the job (Kie's only says "look"), so it is polled now.
+        this.schedule(this.orphans.length > 0 || candidate !== undefined ? 0 : undefined)
         return
       }
       if (candidate !== undefined) {

@@ -16,6 +16,7 @@ import { JobActor, type JobHost, type UpstreamJobRow } from './job-actor.js'
 import type { Mailbox } from './mailbox.js'
 import type { KeySlots } from './slots.js'
 import { deadlineOf, findLost, submitOn } from './upstream-jobs.js'
+import type { WaitingJob } from './waiting.js'
 
 /** No upstream history (shared, never written to). */
 const NONE: UpstreamEvent[] = Object.freeze([]) as unknown as UpstreamEvent[]
@@ -86,13 +87,72 @@ export class LiveJobs implements JobHost {
 
   /** Resume a claimed job (restart, or another node's expired lease): it holds a slot here now. */
   resume (row: JobRow): void {
-    if (this.jobs.has(row.id)) return
+    if (this.jobs.has(row.id) || this.a.deps.waiting?.has(row.id)) return
     this.a.slots.run(row.key_id, row.id, this.a.state !== null)
     const job = this.adopt(row)
     // A submitted job holds a slot of its route's capacity again (a lost submission too: the
     // upstream job it may have created uses that capacity).
     if (job.handle !== null || job.lost) { job.route.adopt(job.id); job.took(job.route) }
-    job.schedule(1)
+    // A job its provider calls back waits for its next reconciliation poll (its callback may
+    // have been lost while no process ran: that poll finds it); any other looks at once.
+    job.schedule(job.handle !== null && job.reconciles ? Math.min(job.pollDelay(), Math.max(1, job.row.deadline_at.getTime() - Date.now())) : 1)
+  }
+
+  /**
+   * JobHost.park (docs/architecture.md "Waiting jobs"): the job leaves memory for a record of the
+   * shard's waiting index, keeping its key slot and route capacity (it still runs upstream).
+   */
+  park (job: JobActor, delayMs: number): boolean {
+    const w = this.a.deps.waiting
+    if (!w || job.terminal || this.jobs.get(job.id) !== job) return false
+    job.parked = true
+    job.terminal = true
+    this.jobs.delete(job.id)
+    w.add(job.id, this.a.id, job.row.key_id, Date.now() + delayMs, job.polls, job.label)
+    return true
+  }
+
+  settled (): void { this.a.deps.waiting?.settled() }
+
+  /**
+   * A waiting job runs again: due (`byDue`), or its callback came. `row` is its stored row
+   * (null: gone). One that ended or moved meanwhile leaves as a dropped live job does.
+   */
+  wake (row: UpstreamJobRow | undefined, rec: WaitingJob, byDue: boolean, state?: UpstreamState): JobActor | null {
+    const w = this.a.deps.waiting
+    w?.woken(rec)
+    if (this.jobs.has(rec.id)) { if (byDue) w?.settled(); return this.jobs.get(rec.id)! }
+    if (!row || TERMINAL.has(row.status) || row.owner !== this.a.deps.nodeId || row.provider_job_id === null) {
+      if (byDue) w?.settled()
+      this.a.slots.end(rec.key < 0 ? null : rec.key, rec.id, false)
+      if (row) {
+        this.a.deps.providers.routeOf(row.model, row.route ?? null, row.provider).release(rec.id)
+        if (TERMINAL.has(row.status) || row.owner !== this.a.deps.nodeId) this.emit(row)
+      }
+      return null
+    }
+    const job = this.adopt(row)
+    job.restore(rec.polls, rec.label)
+    // It kept its route's capacity slot while it waited.
+    job.took(job.route)
+    job.woken = byDue
+    job.poke(state ?? rec.pushed as UpstreamState | undefined)
+    return job
+  }
+
+  /** The job's callback came while it waits: it runs again (its row read by id). */
+  private async unpark (jobId: string, state: UpstreamState | undefined): Promise<JobActor | 'waking' | null> {
+    const w = this.a.deps.waiting
+    if (!w) return null
+    const rec = w.take(jobId, state)
+    if (rec === null) return w.has(jobId) ? 'waking' : null
+    let row: UpstreamJobRow | undefined
+    try { row = await within(getJob(this.a.deps.sql, jobId)) as UpstreamJobRow | undefined } catch (err) {
+      // Read again at its due time (soon): nothing is lost, the callback's state is kept.
+      w.add(rec.id, rec.account, rec.key < 0 ? null : rec.key, Date.now() + 1000, rec.polls, rec.label)
+      throw err
+    }
+    return this.wake(row, rec, false, state)
   }
 
   /**
@@ -103,7 +163,16 @@ export class LiveJobs implements JobHost {
    */
   callback (jobId: string, state: UpstreamState | undefined, upstream?: { provider: string; id: string }): Promise<'live' | 'settled' | 'ignored'> {
     return this.a.mailbox.post(async () => {
-      const live = this.jobs.get(jobId)
+      let live = this.jobs.get(jobId)
+      if (!live) {
+        // A waiting job (docs/architecture.md "Waiting jobs"): found by id, run again with this state.
+        const woke = await this.unpark(jobId, upstream ? undefined : state)
+        if (woke === 'waking') return 'live' as const
+        if (woke !== null) {
+          if (!upstream) return 'live' as const
+          live = woke
+        }
+      }
       // An upstream id no job holds, named for this job by its callback URL: the job checks it
       // (a lost submission to adopt, or a duplicate to cancel). Only the node running it acts.
       if (upstream) {

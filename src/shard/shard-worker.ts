@@ -14,6 +14,8 @@ import { nameThread, snapshotStats, trackMailboxes, trackSize } from '../worker-
 import { Channel, type ChannelOptions, type Handlers } from '../threads/channel.js'
 import type { FromShard, ShardInit, ToShard } from './protocol.js'
 import { specOfOrder } from '../jobs/spec.js'
+import { jobsByIds, ownedActiveJobs } from '../db/upstream.js'
+import { WaitingJobs, type WaitingJob } from './waiting.js'
 
 /**
  * A shard: one worker thread owning the actors of accounts `id mod N == shard`
@@ -49,6 +51,7 @@ const deps: ActorDeps = {
   multiNode: config.redisUrl !== undefined,
   inflight: config.redisUrl !== undefined ? new RedisInFlight(config.redisUrl, config.redisPrefix, LEASE_MS) : null,
   progress: new Map<string, { row: JobRow; since: number }>(),
+  waiting: new WaitingJobs((due) => { void wakeDue(due) }),
   emit: (ev) => { if (ev.type === 'job.updated') main.tell(ev.type, ev); else main.tell(ev.type, ev) },
   log: (level, msg, extra) => log[level](extra ?? {}, msg),
 }
@@ -58,6 +61,7 @@ nameThread(`shard-${init.shard}`)
 trackSize('account_actors', () => accounts.size)
 trackSize('live_jobs', () => { let n = 0; for (const a of accounts.values()) n += a.jobs.size; return n })
 trackSize('progress_pending', () => deps.progress.size)
+trackSize('waiting_jobs', () => deps.waiting!.size)
 
 // Idle actors are dropped after ACTOR_IDLE_S and rebuilt cold on next use (eviction.ts).
 const accounts = new ActorTable((id) => new AccountActor(id, deps), config.actorIdleS * 1000)
@@ -111,6 +115,28 @@ const main = Channel.over<FromShard, ToShard>(parentPort!, {
   onTell: (m) => { if (m.tag === 'attach') Channel.over<FromShard, ToShard>(m.body.port, answers) },
 })
 
+/**
+ * Waiting jobs that came due (docs/architecture.md "Waiting jobs"): their rows in one SELECT,
+ * then each runs again in its account (whose actor is rebuilt if it was evicted meanwhile).
+ * While the database is away they are put back and tried again a second later.
+ */
+async function wakeDue (due: WaitingJob[]): Promise<void> {
+  let rows: JobRow[]
+  try { rows = await jobsByIds(sql, due.map(r => r.id)) } catch (err) {
+    health.report(err)
+    deps.waiting!.retry(due, 1000)
+    return
+  }
+  const byId = new Map<string, JobRow>()
+  for (const r of rows) byId.set(r.id, r)
+  for (const rec of due) {
+    try { accounts.get(rec.account).live.wake(byId.get(rec.id), rec, true) } catch (err) {
+      log.error({ err, job: rec.id }, 'waking a waiting job failed; trying again later')
+      deps.waiting!.retry([rec], 5000)
+    }
+  }
+}
+
 // Job ownership (docs/architecture.md "Durability"): at start, take back what a previous run of this node left
 // unfinished plus any job whose owner's shard stopped renewing; then keep renewing this shard's lease and
 // keep claiming expired ones (a dead node's jobs resume here).
@@ -118,7 +144,19 @@ async function claim (reclaimOwn: boolean): Promise<void> {
   if (reclaimOwn) await renewShardLease(sql, init.nodeId, init.shard, init.shards)
   const rows = await claimJobs(sql, init.nodeId, init.shard, init.shards, reclaimOwn)
   for (const row of rows) account(row.account_id).live.resume(row)
-  if (rows.length) log.info({ jobs: rows.length }, 'resumed unfinished jobs')
+  let n = rows.length
+  if (reclaimOwn) {
+    // The claim takes one page: the rest of what this node left is read page by page (a node
+    // may hold far more jobs in flight than a page; docs/architecture.md "Waiting jobs").
+    for (let after = ''; ;) {
+      const page = await ownedActiveJobs(sql, init.nodeId, init.shard, init.shards, after)
+      for (const row of page) account(row.account_id).live.resume(row)
+      n += page.length
+      if (page.length < 1000) break
+      after = page[page.length - 1].id
+    }
+  }
+  if (n) log.info({ jobs: n }, 'resumed unfinished jobs')
 }
 // The startup claim retries with backoff while the database is away: a shard that
 // restarts during an outage waits for it instead of dying in a crash loop.
@@ -147,6 +185,8 @@ const leaseTimer = setInterval(() => {
         if (!held.has(id)) await a.live.dropped(job)
         else slots.push({ accountId: a.id, keyId: job.row.key_id, jobId: id })
       }
+      // Waiting jobs keep their per-key slots too (several nodes).
+      if (deps.inflight) for (const w of deps.waiting!.values()) slots.push({ accountId: w.account, keyId: w.key < 0 ? null : w.key, jobId: w.id })
       await deps.inflight?.renew(slots)
       await claim(false)
     })

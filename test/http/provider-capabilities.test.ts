@@ -20,6 +20,8 @@ rep.defaults = { ...rep.defaults, finishAfterMs: 30 }
 const dir = await mkdtemp(join(tmpdir(), 'gjt-caps-'))
 const routesFile = join(dir, 'providers.json')
 await writeFile(routesFile, JSON.stringify({
+  // Reconciliation polls 5 s after submission (not at the models' estimates) so jobs end within a test.
+  providers: { fal: { reconcile_after_s: 1 }, replicate: { reconcile_after_s: 1 }, kie: { reconcile_after_s: 1 } },
   routes: {
     'kling-3.0': [
       { provider: 'fal', model: 'fal-ai/kling-video/v3/standard/text-to-video', input: { prompt: '$.prompt', aspect_ratio: '$.aspect_ratio', duration: '$.duration' } },

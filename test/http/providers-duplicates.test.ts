@@ -23,6 +23,8 @@ t.teardown(async () => { await fal.close(); await rep.close(); await kie.close()
 const dir = await mkdtemp(join(tmpdir(), 'gjt-dup-'))
 const routesFile = join(dir, 'providers.json')
 await writeFile(routesFile, JSON.stringify({
+  // Reconciliation polls 5 s after submission (not at the models' estimates) so lost callbacks are found within a test.
+  providers: { fal: { reconcile_after_s: 1 }, replicate: { reconcile_after_s: 1 }, kie: { reconcile_after_s: 1 } },
   routes: {
     'nano-banana': [{ provider: 'fal', model: 'fal-ai/nano-banana', input: { prompt: '$.prompt' } }],
     'grok-image': [{ provider: 'replicate', model: 'xai/grok-imagine-image', input: { prompt: '$.prompt' } }],

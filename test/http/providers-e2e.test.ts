@@ -23,6 +23,8 @@ const kieHost = new URL(kie.url).host
 const dir = await mkdtemp(join(tmpdir(), 'gjt-routes-'))
 const routesFile = join(dir, 'providers.json')
 await writeFile(routesFile, JSON.stringify({
+  // Reconciliation polls 5 s after submission (not at the models' estimates) so lost callbacks are found within a test.
+  providers: { fal: { reconcile_after_s: 1 }, replicate: { reconcile_after_s: 1 }, kie: { reconcile_after_s: 1 } },
   routes: {
     // Failover: fal first, Replicate second.
     'veo3-fast': [
@@ -117,7 +119,7 @@ t.test('forged, stale, wrong-key and replayed callbacks change nothing; lost cal
   const mid = await s.req('GET', `/v1/jobs/${r.body.id}`, { key: u.key })
   t.not(mid.body.status, 'failed', 'none of them failed the job')
 
-  // Reconciliation: the job's own poll (every 5 s) finds the end.
+  // Reconciliation: the job's first poll (reconcile_after_s, at least 5 s after submission) finds the end.
   const { job } = await pollJob(s, u, r.body.id, { timeoutMs: 12_000, everyMs: 200 })
   t.equal(job.status, 'completed')
   const a = await admin(r.body.id)

@@ -16,7 +16,8 @@ const fal = await startFalStub()
 t.teardown(() => fal.close())
 const dir = await mkdtemp(join(tmpdir(), 'gjt-nodes-'))
 const file = join(dir, 'providers.json')
-await writeFile(file, JSON.stringify({ routes: { 'nano-banana': [{ provider: 'fal', model: 'fal-ai/nano-banana' }] } }))
+// Reconciliation polls 5 s after submission (not at the model's estimate): node A's own poll finds what node B settled.
+await writeFile(file, JSON.stringify({ providers: { fal: { reconcile_after_s: 1 } }, routes: { 'nano-banana': [{ provider: 'fal', model: 'fal-ai/nano-banana' }] } }))
 const env = (port: number) => ({
   PORT: String(port),
   PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,

@@ -207,3 +207,41 @@ t.test('a job created on a full route holds its queue place from creation (waitF
   t.equal(provider.submits.length, 1)
   t.equal(route.queued, 0)
 })
+
+/** A real-provider route that takes callbacks (polls only reconcile). */
+function reconciled (row: JobRow, provider: Provider, host: JobHost, expectedMs: number): JobActor {
+  const p = Object.assign(provider, { simulated: false, takesCallbacks: true, verifyCallback: async () => { throw new Error('unused') } }) as Provider
+  const pj: ProviderJob = { id: row.id, type: row.type, model: row.model, text: 'p', estimatedSeconds: expectedMs / 1000, request: {} }
+  const route = new Route('m#0:fal:m', row.model, { provider: 'fal', model: 'm' }, p, Infinity)
+  return new JobActor(row, pj, [route], host, expectedMs, 0, row.provider_job_id ? { id: row.provider_job_id, model: 'm' } : null)
+}
+
+t.test('a job its provider calls back is polled first at its expected end, then at doubling gaps up to 10 min (docs/providers.md "Polling and lost callbacks")', async (t) => {
+  const host = hostOf(0)
+  const submitted = new Date(Date.now() - 10_000)
+  const job = reconciled(rowOf({ provider_job_id: 'p0', submitted_at: submitted } as Partial<JobRow>), providerOf(), host, 110_000)
+  const first = job.pollDelay()
+  t.ok(first > 99_000 && first <= 100_000, `first poll at the estimate after submission (${first} ms from now)`)
+  const gaps = [1, 2, 3, 4, 5, 6, 7, 8].map(k => { job.polls = k; return job.pollDelay() })
+  t.same(gaps, [27_500, 55_000, 110_000, 220_000, 440_000, 600_000, 600_000, 600_000], 'a quarter of the estimate, doubling, capped at 10 min')
+  // Without callbacks (the simulated provider): a tenth of the estimate, at most 5 s.
+  const sim = start(rowOf({ provider_job_id: 'p0' }), providerOf(), host)
+  t.equal(sim.pollDelay(), 20, 'the simulated provider keeps its cadence')
+})
+
+t.test('a waiting job parks instead of keeping a timer, and a job past its deadline is polled once before it is failed', async (t) => {
+  const host = hostOf(0)
+  const parked: Array<{ id: string; ms: number }> = []
+  host.park = (job, ms) => { parked.push({ id: job.id, ms }); job.parked = true; job.terminal = true; return true }
+  const job = reconciled(rowOf({ provider_job_id: 'p0' }), providerOf(), host, 60_000)
+  job.schedule()
+  t.equal(parked.length, 1, 'parked')
+  t.ok(parked[0].ms >= 59_000, `due at its expected end (${parked[0].ms} ms)`)
+  t.equal(job.timer, null, 'no timer of its own')
+  // Past the deadline: the last poll finds it succeeded (its callback was lost), no deadline failure.
+  const host2 = hostOf(0)
+  const late = reconciled(rowOf({ provider_job_id: 'p1', deadline_at: new Date(Date.now() - 1000) }), providerOf({ polls: 1 }), host2, 60_000)
+  late.schedule(0)
+  t.ok(await until(() => late.terminal), 'ended')
+  t.same(host2.calls, ['complete mem://results/job_AAAAAAAAAAAAAAAA.png'], 'completed by the last poll, not failed by the deadline')
+})

@@ -1,0 +1,66 @@
+// The shard's waiting index (docs/architecture.md "Waiting jobs"): records by id, a min-heap of
+// due times behind one timer, at most `maxActive` woken at a time, callbacks find jobs by id.
+import t from 'tap'
+import { WaitingJobs, type WaitingJob } from '../../src/shard/waiting.js'
+
+function waitFor (cond: () => boolean, ms = 5000): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const end = Date.now() + ms
+    const check = (): void => { if (cond()) resolve(); else if (Date.now() > end) reject(new Error('timed out')); else setTimeout(check, 5) }
+    check()
+  })
+}
+
+t.test('due records wake in due order, in batches, never more than maxActive at once', async (t) => {
+  const woken: WaitingJob[][] = []
+  const w = new WaitingJobs(due => { woken.push(due) }, 3)
+  const now = Date.now()
+  const order = [50, 10, 40, 20, 30, 60, 0]
+  order.forEach((d, i) => w.add(`job_${d}`, i, null, now + d, 0, null))
+  t.equal(w.size, 7)
+  await waitFor(() => woken.flat().length >= 3)
+  t.ok(woken.flat().length === 3, 'three woken, the rest wait for room')
+  const first = woken.flat().map(r => r.id)
+  t.same(first, ['job_0', 'job_10', 'job_20'], 'earliest first')
+  for (const r of woken.flat()) w.woken(r)
+  w.settled(); w.settled(); w.settled()
+  await waitFor(() => woken.flat().length === 6)
+  t.same(woken.flat().slice(3).map(r => r.id), ['job_30', 'job_40', 'job_50'])
+  t.equal(w.active, 3)
+  w.close()
+})
+
+t.test('a callback takes its record by id; one being woken keeps the state for its wake-up', async (t) => {
+  const woken: WaitingJob[] = []
+  const w = new WaitingJobs(due => { woken.push(...due) }, 10)
+  w.add('job_a', 1, 7, Date.now() + 60_000, 2, 'running 40')
+  w.add('job_b', 1, null, Date.now(), 0, null)
+  const a = w.take('job_a')
+  t.equal(a?.polls, 2)
+  t.equal(a?.label, 'running 40')
+  t.equal(a?.key, 7)
+  t.notOk(w.has('job_a'), 'left the index')
+  t.equal(w.take('job_unknown'), null)
+  await waitFor(() => woken.length === 1)
+  t.equal(w.take('job_b', { state: 'succeeded' }), null, 'being woken: not taken')
+  t.same(woken[0].pushed, { state: 'succeeded' }, 'the state rides along')
+  w.retry(woken, 10)
+  t.ok(w.has('job_b'), 'put back after a failed read')
+  await waitFor(() => woken.length === 2)
+  t.equal(woken[1].id, 'job_b')
+  w.close()
+})
+
+t.test('an earlier record re-arms the one timer; re-adding a job moves it', async (t) => {
+  const woken: string[] = []
+  const w = new WaitingJobs(due => { for (const r of due) { woken.push(r.id); w.woken(r); w.settled() } }, 10)
+  w.add('late', 1, null, Date.now() + 60_000, 0, null)
+  w.add('soon', 1, null, Date.now() + 20, 0, null)
+  await waitFor(() => woken.length === 1)
+  t.same(woken, ['soon'])
+  w.add('late', 1, null, Date.now() + 10, 1, null)
+  await waitFor(() => woken.length === 2)
+  t.same(woken, ['soon', 'late'])
+  t.equal(w.size, 0)
+  w.close()
+})

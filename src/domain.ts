@@ -80,3 +80,14 @@ export interface BatchView {
 
 /** Kinds of credit ledger entries (docs/architecture.md "Durability", the ledger). */
 export type CreditKind = 'grant' | 'purchase' | 'charge' | 'refund' | 'adjustment'
+
+/**
+ * What identifies a submitted upstream job. Stored with the job (JSON) so status, result and
+ * cancel survive a restart and work on any node. `id` is what callbacks carry.
+ */
+export interface UpstreamHandle {
+  id: string
+  model: string
+  /** URLs the provider answered with at submission (fal: status_url, response_url, cancel_url). */
+  urls?: Record<string, string>
+}

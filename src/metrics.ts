@@ -55,7 +55,7 @@ export interface MetricSources {
   sseOpen: () => number
   /** The other front-end threads' request metrics (src/http/front-ends/pool.ts); absent with FRONTENDS=1. */
   frontends?: () => Promise<FrontendStats[]>
-  /** The routes of PROVIDERS_FILE on this node (src/providers/route-states.ts): the operator's route view. */
+  /** The routes of PROVIDERS_FILE on this node (src/shard/shard-pool.ts `nodeRouteStates`): the operator's route view. */
   routes?: () => Promise<RouteState[]>
 }
 

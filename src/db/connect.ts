@@ -27,6 +27,12 @@ export interface ConnectOptions {
  * below 2^53. Notices are silenced (migrations emit them). Every connection carries a stall
  * watchdog (a black-holed database must not hang requests).
  */
+/**
+ * A plain-data record as postgres.js's json() parameter. Its type asks for JSONValue, which
+ * interfaces without an index signature (our records) do not satisfy; the values are plain data.
+ */
+export function jsonOf (v: unknown): postgres.JSONValue { return v as unknown as postgres.JSONValue }
+
 export function connect (url: string, opts: ConnectOptions = {}): Sql {
   const stallMs = opts.stallMs ?? DB_STALL_TIMEOUT_MS
   // The watchdog reads the PostgreSQL framing, which TLS hides: it is off for TLS URLs.

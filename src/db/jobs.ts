@@ -1,4 +1,4 @@
-import type { Q } from './connect.js'
+import { jsonOf, type Q } from './connect.js'
 import { numberArray, textArray } from './array-literal.js'
 import type { JobRow, JobStatus } from '../jobs/view.js'
 import { eventsJson, insertEventsFrom, type RouteRecord } from './upstream.js'
@@ -299,7 +299,7 @@ export async function findBatch (sql: Q, accountId: number, key: string): Promis
 }
 
 export async function insertBatch (tx: Q, accountId: number, key: string, hash: string, response: unknown): Promise<void> {
-  await tx`INSERT INTO batches (account_id, idempotency_key, request_hash, response) VALUES (${accountId}, ${key}, ${hash}, ${tx.json(response as any)}) ON CONFLICT DO NOTHING`
+  await tx`INSERT INTO batches (account_id, idempotency_key, request_hash, response) VALUES (${accountId}, ${key}, ${hash}, ${tx.json(jsonOf(response))}) ON CONFLICT DO NOTHING`
 }
 
 /** Non-terminal jobs per status (GET /metrics). */

@@ -1,5 +1,5 @@
-import type { Q } from './connect.js'
-import type { UpstreamHandle } from '../providers/upstream.js'
+import { jsonOf, type Q } from './connect.js'
+import type { UpstreamHandle } from '../domain.js'
 import type { JobRow } from '../jobs/view.js'
 import { textArray } from './array-literal.js'
 
@@ -55,7 +55,7 @@ export async function recordSubmission (tx: Q, jobId: string, s: {
   route: string; provider: string; handle: UpstreamHandle; deadline: Date; at: Date
 }): Promise<boolean> {
   const r = await tx`
-    UPDATE jobs SET status = 'submitted', provider = ${s.provider}, provider_job_id = ${s.handle.id}, upstream = ${tx.json(s.handle as any)},
+    UPDATE jobs SET status = 'submitted', provider = ${s.provider}, provider_job_id = ${s.handle.id}, upstream = ${tx.json(jsonOf(s.handle))},
       route = ${s.route}, submitted_at = ${s.at}, deadline_at = ${s.deadline}, updated_at = ${s.at}
     WHERE id = ${jobId} AND status IN ('queued', 'submitted', 'processing')`
   return r.count === 1
@@ -84,9 +84,9 @@ export async function claimedUpstreamIds (sql: Q, provider: string, ids: string[
 export async function appendEvents (tx: Q, events: UpstreamEvent[]): Promise<void> {
   if (events.length === 0) return
   const rows = events.map(e => ({
-    job_id: e.job_id, source: e.source, route: e.route, state: e.state, detail: e.detail ? tx.json(e.detail as any) : null, at: e.at ?? new Date()
+    job_id: e.job_id, source: e.source, route: e.route, state: e.state, detail: e.detail ? tx.json(jsonOf(e.detail)) : null, at: e.at ?? new Date()
   }))
-  await tx`INSERT INTO job_upstream_events ${tx(rows as any, 'job_id', 'source', 'route', 'state', 'detail', 'at')}`
+  await tx`INSERT INTO job_upstream_events ${tx(rows, 'job_id', 'source', 'route', 'state', 'detail', 'at')}`
 }
 
 /**
@@ -96,7 +96,7 @@ export async function appendEvents (tx: Q, events: UpstreamEvent[]): Promise<voi
  */
 export async function recordLateSuccess (tx: Q, e: UpstreamEvent): Promise<void> {
   await tx`INSERT INTO job_upstream_events (job_id, source, route, state, detail, at)
-    SELECT ${e.job_id}, 'late', ${e.route}, 'succeeded', ${e.detail ? tx.json(e.detail as any) : null}, now()
+    SELECT ${e.job_id}, 'late', ${e.route}, 'succeeded', ${e.detail ? tx.json(jsonOf(e.detail)) : null}, now()
     WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ${e.job_id} AND status IN ('failed', 'cancelled'))`
 }
 

@@ -7,12 +7,21 @@
  */
 import { request, type Dispatcher } from 'undici'
 
+/**
+ * A provider's JSON (an answer, a callback body, an upstream schema document) as the adapters read
+ * it: field by field, each read checked where it matters (typeof, Array.isArray). `any` on purpose:
+ * the shapes are the providers' (docs/upstream-models.md), and a typed parse of each would copy
+ * their schemas into code that must accept whatever new fields they add.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the one untyped value: see above
+export type ProviderJson = any
+
 export interface JsonAnswer {
   status: number
   /** Header names lower-cased; repeated headers joined with ", ". */
   headers: Record<string, string>
   /** The parsed JSON answer; null when the body was empty or not JSON. */
-  json: any // any: provider answers are read field by field by each adapter
+  json: ProviderJson
   text: string
 }
 

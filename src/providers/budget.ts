@@ -226,6 +226,12 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(math.max(tat, untl) - now) + 60000)
 return 1`
 
 /** Every node (REDIS_URL); falls back to `local` while Redis cannot be reached. */
+/** The Lua scripts RedisBudgetStore defines on its connection (ioredis adds them as methods at run time). */
+interface BudgetScripts {
+  gjBudgetTake (key: string, intervalMs: number, burst: number, kind: string, maxWaitMs: number): Promise<[number, string]>
+  gjBudgetThrottle (key: string, intervalMs: number, burst: number, retryAfterMs: number): Promise<unknown>
+}
+
 export class RedisBudgetStore implements BudgetStore {
   private readonly key: string
   private warned = 0
@@ -239,7 +245,7 @@ export class RedisBudgetStore implements BudgetStore {
 
   async take (kind: CallKind, p: GcraParams, maxWaitMs: number): Promise<Turn> {
     try {
-      const [ok, wait] = await (this.redis as any).gjBudgetTake(this.key, p.intervalMs, p.burst, kind, maxWaitMs) as [number, string]
+      const [ok, wait] = await (this.redis as unknown as BudgetScripts).gjBudgetTake(this.key, p.intervalMs, p.burst, kind, maxWaitMs)
       return { ok: ok === 1, waitMs: Number(wait) }
     } catch (err) {
       this.fallback(err)
@@ -249,7 +255,7 @@ export class RedisBudgetStore implements BudgetStore {
 
   async throttle (p: GcraParams, retryAfterMs: number): Promise<void> {
     try {
-      await (this.redis as any).gjBudgetThrottle(this.key, p.intervalMs, p.burst, retryAfterMs)
+      await (this.redis as unknown as BudgetScripts).gjBudgetThrottle(this.key, p.intervalMs, p.burst, retryAfterMs)
     } catch (err) {
       this.fallback(err)
       await this.local.throttle(p, retryAfterMs)

@@ -187,6 +187,12 @@ const ADD = RENEW_LEASES
  * Every node together (REDIS_URL). While Redis cannot be reached, a take falls back to `local`
  * (this node's count, logged): capacity is then exact per node only until Redis answers again.
  */
+/** The Lua scripts RedisCapacity defines on its connection (ioredis adds them as methods at run time). */
+interface CapacityScripts {
+  gjCapTake (numKeys: number, ...args: Array<string | number>): Promise<number>
+  gjCapAdd (numKeys: number, ...args: Array<string | number>): Promise<unknown>
+}
+
 export class RedisCapacity implements CapacityStore {
   private readonly held = new Map<string, readonly CapSlot[]>()
   /** Jobs whose slot was taken in the fallback (released there). */
@@ -210,7 +216,8 @@ export class RedisCapacity implements CapacityStore {
     if (this.held.has(jobId)) return true
     if (slots.length === 0) { this.held.set(jobId, slots); return true }
     try {
-      const ok = await (this.redis as any).gjCapTake(slots.length, ...slots.map(s => this.keyOf(s)), jobId, this.ttlMs, ...slots.map(s => s.cap)) as number
+      const scripts = this.redis as unknown as CapacityScripts
+      const ok = await scripts.gjCapTake(slots.length, ...slots.map(s => this.keyOf(s)), jobId, this.ttlMs, ...slots.map(s => s.cap))
       if (ok !== 1) return false
       this.held.set(jobId, slots)
       return true
@@ -226,7 +233,7 @@ export class RedisCapacity implements CapacityStore {
     if (this.held.has(jobId)) return
     this.held.set(jobId, slots)
     if (slots.length === 0) return
-    ;(this.redis as any).gjCapAdd(slots.length, ...slots.map(s => this.keyOf(s)), this.ttlMs, ...slots.map(() => jobId)).catch(() => {})
+    ;(this.redis as unknown as CapacityScripts).gjCapAdd(slots.length, ...slots.map(s => this.keyOf(s)), this.ttlMs, ...slots.map(() => jobId)).catch(() => {})
   }
 
   release (_slots: readonly CapSlot[], jobId: string): void {
@@ -252,7 +259,7 @@ export class RedisCapacity implements CapacityStore {
     }
     for (let i = 0; i < keys.length; i += 500) {
       const k = keys.slice(i, i + 500)
-      await (this.redis as any).gjCapAdd(k.length, ...k, this.ttlMs, ...ids.slice(i, i + 500))
+      await (this.redis as unknown as CapacityScripts).gjCapAdd(k.length, ...k, this.ttlMs, ...ids.slice(i, i + 500))
     }
   }
 

@@ -22,6 +22,7 @@
 import { createHash, createPublicKey, verify as edVerify, type KeyObject } from 'node:crypto'
 import { errorText, looksLikeContentPolicy, notAVerdict, progressFromLogs, raiseForStatus, trimBase, upstreamRequest, type HttpSettings, type UpstreamResponse } from './http.js'
 import { sameInput, UpstreamUnavailable, type CancelOutcome, type RawCallback, type UpstreamAdapter, type UpstreamHandle, type UpstreamLookup, type UpstreamRequest, type UpstreamState, type VerifiedCallback } from './upstream.js'
+import type { ProviderJson } from '../net/json-client.js'
 
 export interface FalConfig extends HttpSettings {
   /** FAL_KEY. */
@@ -215,7 +216,7 @@ export class FalAdapter implements UpstreamAdapter {
       verified = await anyKeyVerifies(keys, message, sig)
     }
     if (!verified) return { ok: false, reason: 'signature does not verify with any fal key' }
-    let body: any
+    let body: ProviderJson
     try { body = JSON.parse(req.body.toString('utf8')) } catch { return { ok: false, reason: 'body is not JSON' } }
     if (body?.request_id !== undefined && body.request_id !== requestId) return { ok: false, reason: 'body request_id differs from the signed header' }
     const state = callbackState(body)
@@ -254,7 +255,7 @@ export class FalAdapter implements UpstreamAdapter {
 }
 
 /** The primary media URL first (docs/providers.md "fal": video.url, images[0].url, audio.url, audio_file.url, image.url), then any other image. */
-export function falOutputs (payload: any): string[] {
+export function falOutputs (payload: ProviderJson): string[] {
   if (!payload || typeof payload !== 'object') return []
   const out: string[] = []
   const add = (v: unknown) => { if (typeof v === 'string' && /^https?:\/\//i.test(v) && !out.includes(v)) out.push(v) }
@@ -279,7 +280,7 @@ function sleep (ms: number, signal?: AbortSignal): Promise<void> {
 
 function logsText (logs: unknown): string | undefined {
   if (!Array.isArray(logs)) return undefined
-  return logs.map(l => (l && typeof l === 'object' && typeof (l as any).message === 'string') ? (l as any).message : '').join('\n')
+  return logs.map(l => (l && typeof l === 'object' && typeof (l as { message?: unknown }).message === 'string') ? (l as { message: string }).message : '').join('\n')
 }
 
 function failure (reason: string, type?: unknown): UpstreamState {
@@ -289,7 +290,7 @@ function failure (reason: string, type?: unknown): UpstreamState {
 
 /** Any `type: content_policy_violation` in a fal error `detail` list. */
 function detailIsPolicy (detail: unknown): boolean {
-  return Array.isArray(detail) && detail.some(d => d && typeof d === 'object' && (d as any).type === 'content_policy_violation')
+  return Array.isArray(detail) && detail.some(d => d && typeof d === 'object' && (d as { type?: unknown }).type === 'content_policy_violation')
 }
 
 /**
@@ -299,10 +300,10 @@ function detailIsPolicy (detail: unknown): boolean {
  */
 function detailIsInput (status: number, detail: unknown): boolean {
   return status === 422 && Array.isArray(detail) && detail.length > 0 && !detailIsPolicy(detail) &&
-    detail.every(d => d && typeof d === 'object' && typeof (d as any).type === 'string')
+    detail.every(d => d && typeof d === 'object' && typeof (d as { type?: unknown }).type === 'string')
 }
 
-function successState (payload: any): UpstreamState {
+function successState (payload: ProviderJson): UpstreamState {
   // A safety checker that blanked the output says so here (fal image models).
   if (Array.isArray(payload?.has_nsfw_concepts) && payload.has_nsfw_concepts.some((x: unknown) => x === true)) {
     return { state: 'failed', reason: 'fal: output flagged by the safety checker (has_nsfw_concepts)', contentPolicy: true }
@@ -329,7 +330,7 @@ function resultState (res: UpstreamResponse): UpstreamState {
 }
 
 /** A signed callback body's state, or undefined when it carries none we can use (status call confirms). */
-function callbackState (body: any): UpstreamState | undefined {
+function callbackState (body: ProviderJson): UpstreamState | undefined {
   if (body?.status === 'OK') {
     if (body.payload === null || body.payload === undefined) return undefined // payload_error: too large to send; read the result
     return successState(body.payload)

@@ -86,7 +86,7 @@ export function errorText (res: UpstreamResponse): string {
   const j = res.json
   const pick = (v: unknown): string | null => {
     if (typeof v === 'string') return v
-    if (Array.isArray(v)) return v.map(x => (x && typeof x === 'object' && 'msg' in x) ? String((x as any).msg) : JSON.stringify(x)).join('; ')
+    if (Array.isArray(v)) return v.map(x => (x && typeof x === 'object' && 'msg' in x) ? String((x as { msg: unknown }).msg) : JSON.stringify(x)).join('; ')
     return null
   }
   if (j && typeof j === 'object') {

@@ -21,6 +21,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { looksLikeContentPolicy, notAVerdict, parseRetryAfter, raiseForStatus, trimBase, upstreamRequest, type HttpSettings } from './http.js'
 import { jobIdOfCallbackUrl, UpstreamRefused, UpstreamUnavailable, type RawCallback, type UpstreamAdapter, type UpstreamHandle, type UpstreamLookup, type UpstreamRequest, type UpstreamState, type VerifiedCallback } from './upstream.js'
+import type { ProviderJson } from '../net/json-client.js'
 
 export interface KieConfig extends HttpSettings {
   /** KIE_API_KEY. */
@@ -92,7 +93,7 @@ export class KieAdapter implements UpstreamAdapter {
     if (res.status < 200 || res.status >= 300) throw notAVerdict('kie recordInfo', res)
     const code = Number(res.json?.code)
     if (code !== 200 || !res.json?.data) return []
-    let param: any = res.json.data.param
+    let param: ProviderJson = res.json.data.param
     if (typeof param === 'string') { try { param = JSON.parse(param) } catch { param = null } }
     if (jobIdOfCallbackUrl(param?.callBackUrl) !== q.jobId) return []
     if (typeof param?.model === 'string' && param.model !== q.model) return []
@@ -106,7 +107,7 @@ export class KieAdapter implements UpstreamAdapter {
     if (!ts || !sig) return { ok: false, reason: 'missing X-Webhook-Timestamp or X-Webhook-Signature' }
     if (!/^\d+$/.test(ts)) return { ok: false, reason: 'bad X-Webhook-Timestamp' }
     if (Math.abs(Math.floor(this.now() / 1000) - Number(ts)) > this.toleranceS) return { ok: false, reason: `timestamp outside ${this.toleranceS} s` }
-    let body: any
+    let body: ProviderJson
     try { body = JSON.parse(req.body.toString('utf8')) } catch { return { ok: false, reason: 'body is not JSON' } }
     const taskId = taskIdOf(body)
     if (taskId === null) return { ok: false, reason: 'body has no taskId or task_id' }
@@ -122,7 +123,7 @@ export class KieAdapter implements UpstreamAdapter {
  * The task id of a callback body: `data.taskId` (Kie's market and Veo callbacks), `data.task_id`
  * (the verification doc's code sample, Runway callbacks), or the same at the top level.
  */
-export function taskIdOf (body: any): string | null {
+export function taskIdOf (body: ProviderJson): string | null {
   for (const v of [body?.data?.taskId, body?.data?.task_id, body?.taskId, body?.task_id]) {
     if (typeof v === 'string' && v !== '') return v
   }
@@ -131,13 +132,13 @@ export function taskIdOf (body: any): string | null {
 
 /** Result URLs from `resultJson` (a JSON string, or already an object). */
 export function kieOutputs (resultJson: unknown): string[] {
-  let r: any = resultJson
+  let r: ProviderJson = resultJson
   if (typeof r === 'string') { try { r = JSON.parse(r) } catch { return [] } }
   const urls = Array.isArray(r?.resultUrls) ? r.resultUrls : []
   return urls.filter((u: unknown): u is string => typeof u === 'string' && /^https?:\/\//i.test(u))
 }
 
-function recordState (d: any): UpstreamState {
+function recordState (d: ProviderJson): UpstreamState {
   switch (d?.state) {
     case 'waiting':
     case 'queuing': return { state: 'queued' }

@@ -22,6 +22,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { looksLikeContentPolicy, notAVerdict, progressFromLogs, raiseForStatus, trimBase, upstreamRequest, type HttpSettings } from './http.js'
 import { jobIdOfCallbackUrl, sameInput, UpstreamRefused, UpstreamUnavailable, type RawCallback, type UpstreamAdapter, type UpstreamHandle, type UpstreamLookup, type UpstreamRequest, type UpstreamState, type VerifiedCallback } from './upstream.js'
+import type { ProviderJson } from '../net/json-client.js'
 
 export interface ReplicateConfig extends HttpSettings {
   /** REPLICATE_API_TOKEN. */
@@ -95,10 +96,10 @@ export class ReplicateAdapter implements UpstreamAdapter {
    */
   async find (q: UpstreamLookup, signal?: AbortSignal): Promise<UpstreamHandle[]> {
     const version = versionOf(q.model)
-    const byWebhook = (p: any): boolean => typeof p?.webhook === 'string' && p.webhook !== '' && jobIdOfCallbackUrl(p.webhook) === q.jobId
-    const byInput = (p: any): boolean => (typeof p?.webhook !== 'string' || p.webhook === '') &&
+    const byWebhook = (p: ProviderJson): boolean => typeof p?.webhook === 'string' && p.webhook !== '' && jobIdOfCallbackUrl(p.webhook) === q.jobId
+    const byInput = (p: ProviderJson): boolean => (typeof p?.webhook !== 'string' || p.webhook === '') &&
       (version !== null ? p?.version === version : p?.model === q.model) && sameInput(p?.input, q.input)
-    const pick = (list: any[]): UpstreamHandle[] => {
+    const pick = (list: ProviderJson[]): UpstreamHandle[] => {
       const ok = list.filter(p => typeof p?.id === 'string' && p.id !== '')
       const hooked = ok.filter(byWebhook)
       return (hooked.length > 0 ? hooked : ok.filter(byInput)).map(p => ({ id: p.id as string, model: q.model }))
@@ -109,7 +110,7 @@ export class ReplicateAdapter implements UpstreamAdapter {
       if (res.status < 200 || res.status >= 300) throw notAVerdict('replicate prediction', res)
       return pick([res.json])
     }
-    const seen: any[] = []
+    const seen: ProviderJson[] = []
     let url: string | null = `${this.base}/v1/predictions?created_after=${encodeURIComponent(q.since.toISOString())}`
     for (let page = 0; page < LOOKUP_PAGES && url !== null; page++) {
       const res = await upstreamRequest('replicate', 'GET', url, { ...this.cfg, headers: this.auth, signal })
@@ -141,7 +142,7 @@ export class ReplicateAdapter implements UpstreamAdapter {
     if (given.length === 0) return { ok: false, reason: 'standard webhooks: No matching signature found' }
     const expected = Buffer.from(createHmac('sha256', this.webhookKey).update(`${id}.${ts}.`).update(req.body).digest('base64'), 'latin1')
     if (!given.some(g => timingSafeEqual(g, expected))) return { ok: false, reason: 'standard webhooks: No matching signature found' }
-    let body: any
+    let body: ProviderJson
     try { body = req.body.length === 0 ? undefined : JSON.parse(req.body.toString('utf8')) } catch { return { ok: false, reason: 'verified body is not JSON' } }
     const prediction = body?.id
     if (typeof prediction !== 'string' || prediction === '') return { ok: false, reason: 'verified body has no prediction id' }
@@ -166,7 +167,7 @@ export function replicateOutputs (output: unknown): string[] {
   return out
 }
 
-function predictionState (p: any): UpstreamState {
+function predictionState (p: ProviderJson): UpstreamState {
   switch (p?.status) {
     case 'starting': return { state: 'queued' }
     case 'processing': {

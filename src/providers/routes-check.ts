@@ -18,6 +18,7 @@ import { imageModel, videoModel } from '../catalog/models.js'
 import { baseRequest, catalogueValues, OPTION_FIELDS, schemaOfRoute, unserved } from './capabilities.js'
 import type { RouteSpec, RoutingTable } from './routing.js'
 import { schemaModelId, type JsonSchema, type UpstreamSchema } from './upstream-schemas.js'
+import type { ProviderJson } from '../net/json-client.js'
 
 /** One cell of the matrix: a route's verdict on one option value. */
 export interface MatrixCell { route: number; served: boolean; why?: string }
@@ -203,9 +204,9 @@ export async function fetchLiveShape (provider: string, model: string, s: Online
 }
 
 /** The input schema of a fal OpenAPI document: the POST request body's `$ref`, else a schema named *Input. */
-function falInput (doc: any): JsonSchema | null {
+function falInput (doc: ProviderJson): JsonSchema | null {
   const schemas = doc?.components?.schemas ?? {}
-  for (const item of Object.values(doc?.paths ?? {}) as any[]) {
+  for (const item of Object.values(doc?.paths ?? {}) as ProviderJson[]) {
     const body = item?.post?.requestBody?.content?.['application/json']?.schema
     if (!body) continue
     if (typeof body.$ref === 'string') { const s = schemas[body.$ref.split('/').pop()]; if (s) return s }
@@ -215,7 +216,7 @@ function falInput (doc: any): JsonSchema | null {
   return null
 }
 
-async function getJson (url: string, headers: Record<string, string>, timeoutMs: number): Promise<{ json: any } | { error: string }> {
+async function getJson (url: string, headers: Record<string, string>, timeoutMs: number): Promise<{ json: ProviderJson } | { error: string }> {
   try {
     const res = await request(url, { method: 'GET', headers: { accept: 'application/json', ...headers }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs })
     const text = await res.body.text()

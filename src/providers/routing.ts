@@ -291,4 +291,4 @@ function lookup (src: Record<string, unknown>, path: string): unknown {
 
 function nullToUndef (x: unknown): unknown { return x === null ? undefined : x }
 
-function isObject (v: unknown): v is Record<string, any> { return v !== null && typeof v === 'object' && !Array.isArray(v) }
+function isObject (v: unknown): v is Record<string, unknown> { return v !== null && typeof v === 'object' && !Array.isArray(v) }

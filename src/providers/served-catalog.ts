@@ -33,8 +33,12 @@ function served (table: RoutingTable, model: string, kind: 'video' | 'image', fi
 
 const VIDEO_KEYS: Record<string, string> = { aspect_ratio: 'aspect_ratios', duration: 'durations', resolution: 'resolutions', mode: 'modes' }
 
+/** The fields of the catalogue's entries this module narrows to what the routes serve. */
+type Entry = { id: string; resolutions?: unknown[]; aspect_ratios?: unknown[]; capabilities?: { output_formats?: unknown[] }; [option: string]: unknown }
+interface CatalogueCopy { video: Entry[]; image: Entry[] }
+
 function build (table: RoutingTable): ModelsBody {
-  const body = structuredClone(modelsResponse) as any
+  const body = structuredClone(modelsResponse) as unknown as CatalogueCopy
   for (const entry of body.video) {
     if (!table.routes[entry.id] || !videoModel(entry.id)) continue
     for (const [field, key] of Object.entries(VIDEO_KEYS)) {

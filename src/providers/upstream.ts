@@ -30,16 +30,9 @@ export interface UpstreamRequest {
   callbackUrl: string | null
 }
 
-/**
- * What identifies a submitted upstream job. Stored with the job (JSON) so status, result and
- * cancel survive a restart and work on any node. `id` is what callbacks carry.
- */
-export interface UpstreamHandle {
-  id: string
-  model: string
-  /** URLs the provider answered with at submission (fal: status_url, response_url, cancel_url). */
-  urls?: Record<string, string>
-}
+/** What identifies a submitted upstream job (defined with the domain types: src/db stores it). */
+export type { UpstreamHandle } from '../domain.js'
+import type { UpstreamHandle } from '../domain.js'
 
 /** One normalized upstream state. */
 export type UpstreamState =

@@ -4,6 +4,7 @@ import { ManagedWorker } from '../threads/worker-lifecycle.js'
 import type { ReqOf } from '../threads/channel.js'
 import type { MessagePort } from 'node:worker_threads'
 import type { SharedProviderState } from '../providers/capacity.js'
+import type { RouteState } from '../providers/registry.js'
 import type { FromShard, ShardEvent, ShardInit, ShardRequests, ShardTag, ToShard } from './protocol.js'
 
 /** What route handlers use of the shards: the pool on the main thread, a ShardClient on other front-end threads. */
@@ -103,4 +104,26 @@ export class ShardPool implements Shards {
     }))
     this.closing = true
   }
+}
+
+/**
+ * The operator's route view of this node (docs/providers.md "Routing", Operators): each
+ * route of PROVIDERS_FILE with its breaker, in-flight and queued jobs summed over the shards.
+ * Shown by `GET /v1/admin/providers` and /metrics only; the public health never lists routes,
+ * providers or upstream models. Empty without a routing file (every model simulated).
+ */
+export async function nodeRouteStates (shards: Shards, providersFile: string | undefined): Promise<RouteState[]> {
+  if (!providersFile) return []
+  const per = await Promise.all(Array.from({ length: shards.size }, (_, i) => shards.askShard(i, { type: 'shard.routes' }, 2000).catch(() => [] as RouteState[])))
+  const byRoute = new Map<string, RouteState>()
+  for (const list of per) {
+    for (const r of list) {
+      const a = byRoute.get(r.route)
+      if (!a) { byRoute.set(r.route, { ...r }); continue }
+      a.in_flight += r.in_flight
+      a.queued += r.queued
+      if (r.breaker === 'open') a.breaker = 'open'
+    }
+  }
+  return [...byRoute.values()]
 }

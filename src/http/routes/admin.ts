@@ -5,7 +5,7 @@ import { accountExists, insertAsset, listAccounts } from '../../db/admin.js'
 import { countActiveKeys } from '../../db/keys.js'
 import { listFailingDeliveries } from '../../db/webhooks.js'
 import { maskUrlPassword } from '../../catalog/url.js'
-import { nodeRouteStates } from '../../providers/route-states.js'
+import { nodeRouteStates } from '../../shard/shard-pool.js'
 import { tierOf } from '../auth.js'
 import type { Route, RouteContext } from '../route.js'
 import { intParam } from '../validate.js'
@@ -90,7 +90,7 @@ export async function adminView (ctx: RouteContext, id: number): Promise<Static<
   }
 }
 
-/** One route of PROVIDERS_FILE as this node runs it (src/providers/route-states.ts). */
+/** One route of PROVIDERS_FILE as this node runs it (src/shard/shard-pool.ts `nodeRouteStates`). */
 const RouteView = Type.Object({
   model: Type.String({ description: 'Catalogue model id' }),
   route: Type.String({ description: 'model#index:provider:upstream model (stored with each job)' }),

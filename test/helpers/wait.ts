@@ -52,6 +52,20 @@ export async function waitFor<T> (fn: () => T | Promise<T>, o: WaitOptions): Pro
 }
 
 /**
+ * Polls `fn` until `done(value)` and resolves with that value; when the wait runs out it
+ * resolves with the last value instead of throwing, so the assertion that follows reports the
+ * expected and the actual value (`t.equal(await settled(() => count(), n => n === 2), 2)`).
+ */
+export async function settled<T> (fn: () => T | Promise<T>, done: (v: T) => boolean, o: Omit<WaitOptions, 'what'> = {}): Promise<T> {
+  const until = Date.now() + (o.timeoutMs ?? 10_000)
+  for (;;) {
+    const v = await fn()
+    if (done(v) || Date.now() >= until) return v
+    await tick(o.everyMs ?? 10)
+  }
+}
+
+/**
  * Resolves with the arguments of the first `event` on `emitter` that `filter` accepts
  * (every one by default); rejects after `timeoutMs` naming `what`.
  */

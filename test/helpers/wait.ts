@@ -28,20 +28,23 @@ function describe (v: unknown): string {
   try { return JSON.stringify(v) ?? String(v) } catch { return String(v) }
 }
 
+/** What a condition resolves with once it holds. */
+export type Truthy<T> = Exclude<T, false | 0 | '' | null | undefined>
+
 const tick = (ms: number) => new Promise<void>(resolve => setTimeout(resolve, ms))
 
 /**
  * Polls `fn` until it returns a truthy value and resolves with that value. An exception from
  * `fn` counts as "not yet" (the last one is named if the wait runs out); so does a falsy value.
  */
-export async function waitFor<T> (fn: () => T | Promise<T>, o: WaitOptions): Promise<NonNullable<T>> {
+export async function waitFor<T> (fn: () => T | Promise<T>, o: WaitOptions): Promise<Truthy<T>> {
   const timeoutMs = o.timeoutMs ?? 10_000
   const until = Date.now() + timeoutMs
   let last: unknown
   for (;;) {
     try {
       const v = await fn()
-      if (v) return v as NonNullable<T>
+      if (v) return v as Truthy<T>
       last = undefined
     } catch (err) {
       last = err

@@ -8,6 +8,7 @@ import { createServer, connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { freshDatabase } from './helpers/db.js'
+import { settled } from './helpers/wait.js'
 
 const ROOT = process.cwd()
 
@@ -119,8 +120,7 @@ for (const signal of ['SIGTERM', 'SIGINT', 'SIGKILL'] as const) {
     const r = await exited
     if (signal === 'SIGKILL') {
       // Nobody forwards anything: the server's own parent watch must stop it.
-      const until = Date.now() + 30_000
-      while (leftover.some(alive) && Date.now() < until) await new Promise(resolve => setTimeout(resolve, 100))
+      await settled(() => leftover.some(alive), some => !some, { timeoutMs: 30_000, everyMs: 100 })
     } else {
       t.same(r, { code: 0, signal: null }, `npm exits 0 after the server drained (${out.split('\n').slice(-3).join(' | ')})`)
     }

@@ -4,6 +4,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { waitFor } from './helpers/wait.js'
 
 /** `npm start` as an operator runs it on a machine without PostgreSQL: embedded database, generated admin token, clean SIGTERM. */
 async function freePort (): Promise<number> {
@@ -30,17 +31,10 @@ t.test('without DATABASE_URL the service starts an embedded PostgreSQL, prints a
     outputs.push(() => out)
     return { child, exited, output: () => out }
   }
-  const waitHealthy = async () => {
-    const deadline = Date.now() + 90_000
-    while (Date.now() < deadline) {
-      try {
-        const r = await fetch(`http://127.0.0.1:${port}/v1/health`)
-        if (r.status === 200) return await r.json() as any
-      } catch {}
-      await new Promise(r => setTimeout(r, 250))
-    }
-    throw new Error('service did not become healthy; output: ' + outputs.map(f => f()).join('\n---\n'))
-  }
+  const waitHealthy = () => waitFor(async () => {
+    const r = await fetch(`http://127.0.0.1:${port}/v1/health`)
+    return r.status === 200 && await r.json() as any
+  }, { what: () => 'the service to become healthy; output: ' + outputs.map(f => f()).join('\n---\n'), timeoutMs: 90_000, everyMs: 250 })
 
   let began = Date.now()
   const first = start()

@@ -4,8 +4,9 @@ import type { AccountView, JobCaller, JobSpec } from '../domain.js'
 /**
  * The account's decisions as pure functions of (state, request) -> refusal or go. No threads,
  * no database, no clock: the actor feeds them its memory (or, across nodes, what Redis and the
- * conditional charge answer) and applies the outcome. Order of the checks is the API's: ban/lock,
- * free trial, concurrency, balance.
+ * conditional charge answer) and applies the outcome. The API's order of the checks (ban/lock,
+ * free trial, concurrency, balance) is AccountActor.admit's: refuseAccount, then the key's slot
+ * (refuseConcurrency, in slots.ts, possibly counted in Redis), then refuseBalance.
  */
 
 /** Where the free trial and upgrade prompts point (docs/api.md "Errors", upgrade_required). */
@@ -50,11 +51,6 @@ export function refuseBalance (a: AccountView, held: Held, spec: JobSpec): ApiEr
 export function insufficient (required: number, available: number): ApiError {
   const avail = Math.max(0, available)
   return new ApiError('INSUFFICIENT_CREDITS', `This job costs ${required} credits; the balance is ${avail}`, { required, available: avail })
-}
-
-/** Every in-memory check in the API's order: the refusal, or null to go ahead. */
-export function refuseCreate (a: AccountView, held: Held, caller: Pick<JobCaller, 'maxConcurrent'>, inFlight: number, spec: JobSpec): ApiError | null {
-  return refuseAccount(a, held, spec) ?? refuseConcurrency(caller, inFlight) ?? refuseBalance(a, held, spec)
 }
 
 /** Refusals another node's writes can make stale: worth one reload before answering. */

@@ -18,6 +18,7 @@ import { CHROMIUM, launchChromium } from '../helpers/browser.js'
 import { ADMIN_TOKEN, createUser, startServer } from '../helpers/server.js'
 import { png } from '../fixtures/media.js'
 import { startReceiver } from '../fixtures/webhook-receiver.js'
+import { waitFor } from '../helpers/wait.js'
 
 const run = promisify(execFile)
 
@@ -106,8 +107,13 @@ if (!CHROMIUM) {
     t.ok(await video.evaluate(async (v: HTMLVideoElement) => {
       v.muted = true
       await v.play()
-      const start = performance.now()
-      while (v.currentTime === 0 && performance.now() - start < 10000) await new Promise(resolve => setTimeout(resolve, 50))
+      // The first timeupdate past 0 (bounded: a media element that never plays fails the check below).
+      if (v.currentTime === 0) {
+        await new Promise<void>(resolve => {
+          const bound = setTimeout(resolve, 10000)
+          v.addEventListener('timeupdate', function on () { if (v.currentTime > 0) { clearTimeout(bound); v.removeEventListener('timeupdate', on); resolve() } })
+        })
+      }
       v.pause()
       return v.currentTime > 0
     }), 'the result plays on the job page')
@@ -181,12 +187,8 @@ if (!CHROMIUM) {
 
   t.test('webhook endpoint page: test event, redeliver a failed delivery, rotate the secret', async t => {
     // The snippets' jobs may still be running: their events must not take the receiver's scripted 500.
-    for (const until = Date.now() + 30000; ;) {
-      const running = await Promise.all(['queued', 'submitted', 'processing'].map(st => s.req('GET', `/v1/jobs?status=${st}&limit=1`, { key: u.key })))
-      if (running.every(r => r.body.total === 0)) break
-      if (Date.now() > until) throw new Error('jobs still running')
-      await new Promise(resolve => setTimeout(resolve, 50))
-    }
+    await waitFor(async () => (await Promise.all(['queued', 'submitted', 'processing'].map(st => s.req('GET', `/v1/jobs?status=${st}&limit=1`, { key: u.key }))))
+      .every(r => r.body.total === 0), { what: 'the snippets\' jobs to finish', timeoutMs: 30000, everyMs: 50 })
     const secret = 'dashboard-hook-secret-01'
     rx.route('/endpoint', secret, [500])
     const hook = (await s.req('POST', '/v1/webhooks', { key: u.key, body: { url: rx.url('/endpoint'), events: ['job.completed'], secret } })).body
@@ -232,10 +234,7 @@ if (!CHROMIUM) {
     rx.route('/always-down', 'always-down-secret-01', Array(20).fill(503))
     const hook = (await s.req('POST', '/v1/webhooks', { key: u.key, body: { url: rx.url('/always-down'), events: ['job.completed'], secret: 'always-down-secret-01' } })).body
     const job = await s.req('POST', '/v1/generate/image', { key: u.key, body: { model: 'nano-banana', prompt: 'a kite nobody receives' } })
-    for (const until = Date.now() + 15000; rx.received.filter(r => r.path === '/always-down').length === 0;) {
-      if (Date.now() > until) throw new Error('no delivery attempt')
-      await new Promise(resolve => setTimeout(resolve, 25))
-    }
+    await waitFor(() => rx.received.some(r => r.path === '/always-down'), { what: 'a delivery attempt to /always-down', timeoutMs: 15000, everyMs: 25 })
 
     await page.goto(`${base}/dashboard#/operator`)
     await page.evaluate(() => sessionStorage.removeItem('genjobs.admin'))

@@ -17,6 +17,7 @@ async function priceShown (page: import('playwright-core').Page, want: string): 
   return price.innerText()
 }
 import { startReceiver } from '../fixtures/webhook-receiver.js'
+import { settled } from '../helpers/wait.js'
 
 const OUT = 'test-output/dashboard'
 
@@ -163,8 +164,13 @@ if (!CHROMIUM) {
     const played = await video.evaluate(async (v: HTMLVideoElement) => {
       v.muted = true
       await v.play()
-      const start = performance.now()
-      while (v.currentTime === 0 && performance.now() - start < 10000) await new Promise(resolve => setTimeout(resolve, 50))
+      // The first timeupdate past 0 (bounded: a media element that never plays fails the check below).
+      if (v.currentTime === 0) {
+        await new Promise<void>(resolve => {
+          const bound = setTimeout(resolve, 10000)
+          v.addEventListener('timeupdate', function on () { if (v.currentTime > 0) { clearTimeout(bound); v.removeEventListener('timeupdate', on); resolve() } })
+        })
+      }
       v.pause()
       return { currentTime: v.currentTime, poster: v.getAttribute('poster') ?? '', src: v.currentSrc, width: v.videoWidth, error: v.error?.code ?? null }
     })
@@ -228,8 +234,13 @@ if (!CHROMIUM) {
     const heard = await audio.evaluate(async (a: HTMLAudioElement) => {
       a.muted = true
       await a.play()
-      const start = performance.now()
-      while (a.currentTime === 0 && performance.now() - start < 10000) await new Promise(resolve => setTimeout(resolve, 50))
+      // The first timeupdate past 0 (bounded: a media element that never plays fails the check below).
+      if (a.currentTime === 0) {
+        await new Promise<void>(resolve => {
+          const bound = setTimeout(resolve, 10000)
+          a.addEventListener('timeupdate', function on () { if (a.currentTime > 0) { clearTimeout(bound); a.removeEventListener('timeupdate', on); resolve() } })
+        })
+      }
       a.pause()
       return a.currentTime
     })
@@ -275,9 +286,7 @@ if (!CHROMIUM) {
     const jwtNow = (await page.evaluate(() => localStorage.getItem('genjobs.session')))!
     const hooked = await s.req('POST', '/v1/generate/image', { jwt: jwtNow, body: { model: 'nano-banana', prompt: 'a kite' } })
     t.equal(hooked.status, 201)
-    const deadline2 = Date.now() + 15000
-    while (!rx.received.some(r => r.path === '/dashboard-hook') && Date.now() < deadline2) await new Promise(resolve => setTimeout(resolve, 50))
-    const got = rx.received.find(r => r.path === '/dashboard-hook')
+    const got = await settled(() => rx.received.find(r => r.path === '/dashboard-hook'), r => r !== undefined, { timeoutMs: 15000, everyMs: 50 })
     t.ok(got, 'the receiver got the job.completed delivery')
     t.equal(got?.rejected, null, 'signed with the secret the page showed')
     t.equal(got?.json?.data?.job?.id, hooked.body.id)

@@ -28,7 +28,7 @@ function harness (t: { teardown: (fn: () => void) => void }) {
 }
 
 const refused = () => Promise.reject(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }))
-const slow = (ms: number) => () => new Promise(resolve => setTimeout(resolve, ms))
+const slow = (ms: number) => () => new Promise(resolve => setTimeout(resolve, ms)) // time: a probe slow on purpose
 
 t.test('a probe that fails with an error marks the database down at once; the next answer brings it up', async (t) => {
   const x = harness(t)

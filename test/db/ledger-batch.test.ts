@@ -9,6 +9,7 @@ import { ChargeRefused } from '../../src/db/ledger.js'
 import { GroupCommit } from '../../src/shard/group-commit.js'
 import type { JobRow } from '../../src/jobs/view.js'
 import { freshDatabase } from '../helpers/db.js'
+import { settled, sleep } from '../helpers/wait.js'
 
 const sql = connect(await freshDatabase(t), { max: 2 })
 t.teardown(() => sql.end({ timeout: 5 }))
@@ -148,12 +149,10 @@ t.test('one completion statement: delivery ids shaped dlv_ + 16 base64url, one e
   const at = new Date()
   // A batch of completions of the account without webhooks: no outbox row, no wake-up.
   t.same(await Promise.all(rows.slice(1).map(r => gc.complete({ row: r, resultUrl: `https://files.example/${r.id}`, at }))), [true, true])
-  await new Promise(resolve => setTimeout(resolve, 300))
+  await sleep(300) // time: proves no NOTIFY arrives within a window (nothing else marks its absence)
   t.equal(notes.length, 0, 'no NOTIFY for a completion statement that inserted no outbox row')
   t.same(await gc.complete({ row: rows[0], resultUrl: `https://files.example/${rows[0].id}`, at }), true)
-  const until = Date.now() + 5000
-  while (notes.length === 0 && Date.now() < until) await new Promise(resolve => setTimeout(resolve, 20))
-  t.equal(notes.length, 1, 'one NOTIFY once rows were inserted')
+  t.equal((await settled(() => notes.length, n => n > 0, { timeoutMs: 5000, everyMs: 20 })), 1, 'one NOTIFY once rows were inserted')
   const dl = await sql<{ id: string; event_id: string; webhook_id: number; body: string }[]>`
     SELECT id, event_id, webhook_id, body FROM webhook_deliveries WHERE job_id = ${rows[0].id} ORDER BY webhook_id`
   t.equal(dl.length, 2, 'one row per subscribed webhook')

@@ -7,6 +7,7 @@ import { migrate } from '../../src/db/migrate.js'
 import { labelsOf, MAX_LABELS } from '../../src/db/meter-rollup.js'
 import { freshDatabase } from '../helpers/db.js'
 import { Metering } from '../../src/metering.js'
+import { within } from '../helpers/wait.js'
 
 const sql = connect(await freshDatabase(t), { max: 2 })
 t.teardown(() => sql.end({ timeout: 5 }))
@@ -173,14 +174,12 @@ t.test('a COPY the server refuses after its last byte fails the flush (postgres.
       BEGIN RAISE EXCEPTION 'injected COPY failure'; END $$;
     CREATE TRIGGER copy_refused AFTER INSERT ON request_log FOR EACH STATEMENT EXECUTE FUNCTION copy_refused();`)
   const row = (id: string): MeterRow[] => [{ at: new Date(), account_id: 90003, key_id: null, method: 'GET', endpoint: '/v1/x', status: 200, credits: 0, latency_ms: 1, request_id: id }]
-  let timer: NodeJS.Timeout | undefined
-  const hung = new Promise<string>(resolve => { timer = setTimeout(() => resolve('hung'), 20_000) })
   for (let i = 0; i < 3; i++) { // more attempts than the pool (2) has connections
-    const r = await Promise.race([writeMeterBatch(sql, row(`refused-${i}`)).then(() => 'written', (err: Error) => err.message), hung])
+    // A hung attempt fails the test here: its transaction holds request_log, nothing more can run.
+    const r = await within(writeMeterBatch(sql, row(`refused-${i}`)).then(() => 'written', (err: Error) => err.message),
+      { what: `attempt ${i}'s refused COPY to settle`, timeoutMs: 20_000 })
     t.equal(r, 'injected COPY failure', `attempt ${i} rejected with the server's error`)
-    if (r === 'hung') return // its transaction holds request_log: nothing more can run here
   }
-  clearTimeout(timer)
   await sql.unsafe('DROP TRIGGER copy_refused ON request_log; DROP FUNCTION copy_refused')
   await writeMeterBatch(sql, row('after'))
   const [{ n }] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM request_log WHERE account_id = 90003`

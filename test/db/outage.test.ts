@@ -6,7 +6,8 @@ import t from 'tap'
 import { randomUUID } from 'node:crypto'
 import { ADMIN_DATABASE_URL, freshDatabase } from '../helpers/db.js'
 import { startServer, type TestServer, type TestUser } from '../helpers/server.js'
-import { dbOf, FAST_ENV, image, paidUser, sleep } from '../helpers/jobs.js'
+import { dbOf, FAST_ENV, image, paidUser } from '../helpers/jobs.js'
+import { sleep, waitFor } from '../helpers/wait.js'
 import { TcpProxy } from '../fixtures/tcp-proxy.js'
 
 const pgUrl = new URL(ADMIN_DATABASE_URL)
@@ -40,7 +41,7 @@ function load (srv: TestServer) {
       }
       samples.push({ at: started, status: r.status, ms: Date.now() - started, retryAfter: r.headers.get('retry-after'), code: (creating ? 'POST ' : 'GET ') + (r.body?.code ?? ''), jobId: r.body?.id, key })
       if (creating && r.status < 500) key = randomUUID() // a 5xx is retried with the same key
-      if (r.status >= 500) await sleep(50)
+      if (r.status >= 500) await sleep(50) // time: a client backing off after a 5xx, as real ones do
     }
   })
   return { samples, stop: async () => { running = false; await Promise.all(loops) } }
@@ -49,22 +50,16 @@ function load (srv: TestServer) {
 async function outage (t: any, kind: 'cut' | 'blackhole' | 'blackhole-cut', ms: number) {
   const restartsBefore = s.app.services.shards.restarts
   const l = load(s)
-  await sleep(300)
+  await waitFor(() => l.samples.some(x => x.status === 201), { what: 'the load to have a job created before the outage' })
   if (kind === 'cut') await proxy.stop(); else proxy.blackhole()
   const downAt = Date.now()
-  await sleep(ms)
-  if (kind === 'blackhole-cut') { proxy.pass(); await proxy.stop(); await sleep(ms); await proxy.start() }
+  await sleep(ms) // time: the length of the outage is the scenario under test
+  if (kind === 'blackhole-cut') { proxy.pass(); await proxy.stop(); await sleep(ms); await proxy.start() } // (and of its second phase)
   if (kind === 'cut') await proxy.start(); else if (kind === 'blackhole') proxy.pass()
   const upAt = Date.now()
   // Recovery: the first creation answered 201 after the database came back.
-  let recoveredAt = 0
-  for (;;) {
-    const ok = l.samples.find(x => x.status === 201 && x.at >= upAt)
-    if (ok) { recoveredAt = ok.at + ok.ms; break }
-    if (Date.now() - upAt > 15_000) break
-    await sleep(20)
-  }
-  await sleep(200)
+  const recoveredAt = await waitFor(() => { const ok = l.samples.find(x => x.status === 201 && x.at >= upAt); return ok && ok.at + ok.ms },
+    { what: `${kind}: a creation answered 201 after the database returned`, timeoutMs: 15_000, everyMs: 20 }).catch(() => 0)
   await l.stop()
   // Requests started while the database was away (answered during or after).
   const during = l.samples.filter(x => x.at + x.ms >= downAt && x.at < upAt)

@@ -1,5 +1,6 @@
 import postgres from 'postgres'
 import { createUser, type TestServer, type TestUser } from './server.js'
+import { waitFor } from './wait.js'
 
 type Tap = { teardown: (fn: () => Promise<void> | void) => void }
 
@@ -18,8 +19,6 @@ export const UNLIMITED_TIERS = JSON.stringify({
 export const FAST_ENV = { SIM_SPEED: '200', SUBMIT_TIMEOUT_MS: '300', TIER_LIMITS: UNLIMITED_TIERS }
 
 export const TERMINAL = new Set(['completed', 'failed', 'cancelled'])
-
-export const sleep = (ms: number) => new Promise<void>(resolve => setTimeout(resolve, ms))
 
 /** A user who has made a purchase (tier pro, no free-trial limit): `credits` in total. */
 export async function paidUser (s: TestServer, credits = 1000): Promise<TestUser> {
@@ -44,16 +43,16 @@ export async function pollJob (
   s: TestServer, u: TestUser, id: string, o: { timeoutMs?: number; everyMs?: number; done?: (j: any) => boolean } = {}
 ): Promise<{ job: any; seen: any[] }> {
   const done = o.done ?? ((j: any) => TERMINAL.has(j.status))
-  const until = Date.now() + (o.timeoutMs ?? 15_000)
   const seen: any[] = []
-  for (;;) {
+  let failed: Error | undefined
+  await waitFor(async () => {
     const r = await s.req('GET', `/v1/jobs/${id}`, { key: u.key })
-    if (r.status !== 200) throw new Error(`GET job ${id}: ${r.status} ${r.text}`)
+    if (r.status !== 200) { failed = new Error(`GET job ${id}: ${r.status} ${r.text}`); return true }
     seen.push(r.body)
-    if (done(r.body)) return { job: r.body, seen }
-    if (Date.now() > until) throw new Error(`job ${id} still ${r.body.status} after ${o.timeoutMs ?? 15_000} ms`)
-    await sleep(o.everyMs ?? 25)
-  }
+    return done(r.body)
+  }, { what: () => `job ${id} (still ${seen.at(-1)?.status})`, timeoutMs: o.timeoutMs ?? 15_000, everyMs: o.everyMs ?? 25 })
+  if (failed) throw failed
+  return { job: seen.at(-1), seen }
 }
 
 /** A direct connection to the test server's database (closed at teardown). */

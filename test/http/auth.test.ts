@@ -8,6 +8,7 @@ import type { Route } from '../../src/http/route.js'
 import { ApiError } from '../../src/errors.js'
 import { assertError } from '../helpers/assert.js'
 import { createUser, JWT_SECRET, startServer } from '../helpers/server.js'
+import { waitFor } from '../helpers/wait.js'
 
 const s = await startServer(t)
 
@@ -100,7 +101,9 @@ t.test('POST /v1/auth/password: old JWTs then get 401 PASSWORD_CHANGED, the retu
   const u = await createUser(s)
   const login = await s.req('POST', '/v1/auth/login', { body: { email: u.email, password: u.password } })
   const old = login.body.token
-  await new Promise(resolve => setTimeout(resolve, 5))
+  // The change must come after the token's issue time (same clock: the server runs in this process).
+  const issuedMs = JSON.parse(Buffer.from(old.split('.')[1], 'base64url').toString()).iat_ms
+  await waitFor(() => Date.now() > issuedMs, { what: "the clock to pass the old token's iat_ms", everyMs: 1 })
 
   assertError(t, await s.req('POST', '/v1/auth/password', { jwt: old, body: { current_password: 'not it at all', new_password: 'brand new password' } }), 401, 'INVALID_CREDENTIALS', 'wrong current password')
   t.equal((await s.req('GET', '/v1/auth/me', { jwt: old })).status, 200, 'a wrong attempt changes nothing')

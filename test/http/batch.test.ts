@@ -3,6 +3,7 @@ import t from 'tap'
 import { assertError } from '../helpers/assert.js'
 import { createUser, startServer, type TestUser } from '../helpers/server.js'
 import { balance, dbOf, FAST_ENV, image, ledger, paidUser, pollJob, video } from '../helpers/jobs.js'
+import { waitFor } from '../helpers/wait.js'
 
 const s = await startServer(t, FAST_ENV)
 const sql = dbOf(t, s)
@@ -142,7 +143,7 @@ t.test('a batch interrupted by a shard crash and retried with the same Idempoten
   const jobs = Array.from({ length: 6 }, (_, i) => img(`${i} [sim:timeout]`))
   const body = { jobs }
   const first = s.req('POST', '/v1/batch', { key: u.key, body, headers: { 'idempotency-key': 'crashy-batch' } })
-  await new Promise(resolve => setTimeout(resolve, 700))
+  await waitFor(async () => (await sql`SELECT 1 FROM jobs WHERE account_id = ${u.id}`).length > 0, { what: 'the batch to have created its first item', everyMs: 20 })
   const pool = s.app.services.shards
   await pool.crash(pool.shardOf(u.id))
   const r1 = await first
@@ -151,11 +152,8 @@ t.test('a batch interrupted by a shard crash and retried with the same Idempoten
   t.ok(before >= 1 && before < 6, `${before} items were created before the crash`)
 
   let r2: any
-  for (let i = 0; i < 50; i++) { // the shard restarts
-    r2 = await s.req('POST', '/v1/batch', { key: u.key, body, headers: { 'idempotency-key': 'crashy-batch' } })
-    if (r2.status !== 500) break
-    await new Promise(resolve => setTimeout(resolve, 100))
-  }
+  await waitFor(async () => (r2 = await s.req('POST', '/v1/batch', { key: u.key, body, headers: { 'idempotency-key': 'crashy-batch' } })).status !== 500,
+    { what: 'the shard to restart and the retried batch to answer', everyMs: 100 })
   t.equal(r2.status, 200, 'the retry completes the batch')
   const ids = r2.body.results.map((x: any) => x.job?.id ?? x.error?.details?.job_id)
   t.equal(new Set(ids).size, 6, 'six distinct jobs named')

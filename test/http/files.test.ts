@@ -5,6 +5,7 @@ import type { Readable } from 'node:stream'
 import { parseRange } from '../../src/http/routes/files.js'
 import { startServer } from '../helpers/server.js'
 import { mp4 } from '../fixtures/media.js'
+import { settled } from '../helpers/wait.js'
 
 // One front end: a test below watches the main thread's storage reads (with TEST_FRONTENDS=2 the
 // download could be served by the other thread).
@@ -183,7 +184,7 @@ t.test('a client that goes away mid-download stops the file read', async (t) => 
     sock.on('error', () => resolve())
     sock.write('GET /files/results/abort.bin HTTP/1.1\r\nHost: x\r\n\r\n')
   })
-  for (let i = 0; i < 50 && !(opened as Readable | null)?.destroyed; i++) await new Promise(r => setTimeout(r, 20))
+  await settled(() => (opened as Readable | null)?.destroyed, d => d === true, { timeoutMs: 2000, everyMs: 20 })
   t.ok(opened, 'the file was opened')
   t.equal((opened as Readable | null)?.destroyed, true, 'the file stream was destroyed after the abort')
   const again = await fetch(`${s.url}/files/${smallKey}`)

@@ -4,9 +4,7 @@ import t from 'tap'
 import { ADMIN_DATABASE_URL, freshDatabase } from '../helpers/db.js'
 import { createUser, startServer, type TestServer } from '../helpers/server.js'
 import { TcpProxy } from '../fixtures/tcp-proxy.js'
-
-const sleep = (ms: number) => new Promise(resolve => setTimeout(resolve, ms))
-const CACHE_MS = 500
+import { waitFor } from '../helpers/wait.js'
 
 function assertShape (t: any, body: any, status: 'ok' | 'degraded'): void {
   t.equal(body.status, status, `status ${status}`)
@@ -17,14 +15,9 @@ function assertShape (t: any, body: any, status: 'ok' | 'degraded'): void {
   t.type(body.checks.database, 'string')
 }
 
-/** Polls /v1/health until it answers `status`, for up to `ms`. */
-async function waitFor (s: TestServer, status: number, ms: number) {
-  const until = Date.now() + ms
-  for (;;) {
-    const r = await s.req('GET', '/v1/health')
-    if (r.status === status || Date.now() > until) return r
-    await sleep(100)
-  }
+/** Polls /v1/health until it answers `status` (its answer is cached for a moment). */
+async function healthIs (s: TestServer, status: number) {
+  return waitFor(async () => { const r = await s.req('GET', '/v1/health'); return r.status === status && r }, { what: `GET /v1/health to answer ${status}`, everyMs: 50 })
 }
 
 const direct = await startServer(t)
@@ -58,8 +51,7 @@ t.test('PostgreSQL unreachable: 503 degraded; reachable again: 200 ok without a 
   assertShape(t, ok.body, 'ok')
 
   await proxy.stop()
-  await sleep(CACHE_MS + 100)
-  const down = await s.req('GET', '/v1/health')
+  const down = await healthIs(s, 503)
   t.equal(down.status, 503)
   assertShape(t, down.body, 'degraded')
   t.not(down.body.checks.database, 'ok')
@@ -81,7 +73,7 @@ t.test('PostgreSQL unreachable: 503 degraded; reachable again: 200 ok without a 
   t.equal(still.status, 503, 'still degraded')
 
   await proxy.start()
-  const back = await waitFor(s, 200, 10_000)
+  const back = await healthIs(s, 200)
   t.equal(back.status, 200, 'recovers by itself')
   assertShape(t, back.body, 'ok')
   t.equal(back.body.checks.database, 'ok')

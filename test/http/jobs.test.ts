@@ -3,6 +3,7 @@ import t from 'tap'
 import { assertError } from '../helpers/assert.js'
 import { startServer } from '../helpers/server.js'
 import { balance, FAST_ENV, fetchResult, image, paidUser, pollJob, video } from '../helpers/jobs.js'
+import { sleep } from '../helpers/wait.js'
 
 const s = await startServer(t, FAST_ENV)
 const ISO = (v: unknown) => typeof v === 'string' && new Date(v).toISOString() === v
@@ -174,7 +175,7 @@ t.test('DELETE of a queued job cancels it with a full refund; a second DELETE is
   t.equal(q.status, 201)
   t.equal(q.body.status, 'queued')
   t.equal(q.body.credits_charged, 120, 'queued jobs are charged')
-  await new Promise(resolve => setTimeout(resolve, 200))
+  await sleep(200) // time: proves the queued job does not move on within a window
   const g = await s.req('GET', `/v1/jobs/${q.body.id}`, { key: u.key })
   t.equal(g.body.status, 'queued', 'stays queued')
   t.equal(await balance(s, u), 880)

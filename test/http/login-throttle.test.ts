@@ -7,6 +7,7 @@ import { freshDatabase } from '../helpers/db.js'
 import { createUser, startServer, type TestServer } from '../helpers/server.js'
 import { dbOf } from '../helpers/jobs.js'
 import { accountLockS, LOGIN_ACCOUNT_FAILURES, LOGIN_ADDRESS_FAILURES, MemoryLoginThrottle } from '../../src/http/login-throttle.js'
+import { settled } from '../helpers/wait.js'
 
 const login = (s: TestServer, email: string, password: string) => s.req('POST', '/v1/auth/login', { body: { email, password } })
 
@@ -30,9 +31,10 @@ t.test('10 wrong passwords lock the account (even the right one gets 429), unkno
   t.equal((await login(s, other.email, other.password)).status, 200, 'other accounts are unaffected')
 
   const sql = dbOf(t, s)
-  await new Promise(resolve => setTimeout(resolve, 200)) // the audit insert does not delay answers
-  const rows = await sql<{ email: string; outcome: string; account_id: number | null; n: number }[]>`
+  // The audit insert does not delay answers: wait for all 23 of these two emails' rows.
+  const audited = () => sql<{ email: string; outcome: string; account_id: number | null; n: number }[]>`
     SELECT email, outcome, account_id, count(*)::int AS n FROM login_attempts GROUP BY 1, 2, 3 ORDER BY 1, 2`
+  const rows = await settled(audited, rs => rs.filter(r => r.email === u.email.toLowerCase() || r.email === ghost).reduce((n, r) => n + r.n, 0) >= 23)
   t.same(rows.filter(r => r.email === u.email.toLowerCase()), [
     { email: u.email.toLowerCase(), outcome: 'failure', account_id: u.id, n: 10 },
     { email: u.email.toLowerCase(), outcome: 'throttled', account_id: null, n: 2 },

@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { createLogger, scrub } from '../../src/log.js'
 import { freshDatabase } from '../helpers/db.js'
+import { waitFor } from '../helpers/wait.js'
 
 const ADMIN_TOKEN = 'admin-token-for-logs-test-0123456789abcdef'
 const JWT_SECRET = 'jwt-secret-for-logs-test-0123456789abcdefghij'
@@ -110,8 +111,10 @@ t.test('a running service logs one line per request with its X-Request-Id and ne
   t.equal(pw.status, 200)
   const jwt2 = pw.body.token as string
 
-  // Let the webhook deliveries fail (the hosts do not resolve here) and be logged, then stop.
-  await new Promise<void>(resolve => setTimeout(resolve, 500))
+  // Let the webhook deliveries fail (the hosts do not resolve here) and be logged, then stop:
+  // the registered webhook gets both jobs' job.completed, each job its own URL's.
+  const failedDeliveries = () => new Set(out.split('\n').filter(l => l.includes('"webhook attempt failed"')).map(l => JSON.parse(l).delivery)).size
+  await waitFor(() => failedDeliveries() >= 4, { what: () => `four webhook deliveries to log a failed attempt (${failedDeliveries()} so far)`, timeoutMs: 15_000, everyMs: 25 })
   child.kill('SIGTERM')
   t.equal(await exited, 0, 'the service drained and exited 0')
 

@@ -5,6 +5,7 @@ import t from 'tap'
 import { startReceiver } from '../fixtures/webhook-receiver.js'
 import { ADMIN_TOKEN, createUser, startServer } from '../helpers/server.js'
 import { openSse } from '../helpers/sse.js'
+import { waitFor } from '../helpers/wait.js'
 
 const METRICS_TOKEN = 'metrics-token-0123456789abcdef'
 const rx = await startReceiver()
@@ -36,16 +37,7 @@ async function scrape (token = ADMIN_TOKEN): Promise<Map<string, number>> {
   return parse(await r.text())
 }
 
-const sleep = (ms: number) => new Promise<void>(resolve => setTimeout(resolve, ms))
-async function until<T> (what: string, fn: () => Promise<T | null | undefined | false>, ms = 15000): Promise<T> {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const v = await fn()
-    if (v) return v
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(50)
-  }
-}
+const until = <T>(what: string, fn: () => Promise<T>, timeoutMs = 15000) => waitFor(fn, { what, timeoutMs, everyMs: 50 })
 
 t.test('GET /metrics without or with a wrong token is 401 in the error envelope', async t => {
   const none = await s.req('GET', '/metrics')

@@ -8,7 +8,8 @@ import t from 'tap'
 import { startFalStub } from '../fixtures/fal-stub.js'
 import { startKieStub } from '../fixtures/kie-stub.js'
 import { startReplicateStub } from '../fixtures/replicate-stub.js'
-import { UNLIMITED_TIERS, balance, dbOf, fetchResult, paidUser, pollJob, sleep } from '../helpers/jobs.js'
+import { UNLIMITED_TIERS, balance, dbOf, fetchResult, paidUser, pollJob } from '../helpers/jobs.js'
+import { settled, sleep } from '../helpers/wait.js'
 import { startServer } from '../helpers/server.js'
 import { freePort } from '../helpers/net.js'
 
@@ -210,7 +211,7 @@ t.test('Kie: a verified callback is a hint; its unsigned body changes nothing un
   const forged = await kie.deliver(upId, { tamper: b => b.replace('"state":"generating"', '"state":"fail"').replace('"state":"waiting"', '"state":"fail"') })
   t.match(forged.body, /"state":"fail"/, 'the delivered body claims failure')
   t.equal(forged.status, 200, 'the HMAC verifies (it does not cover the body)')
-  await sleep(300)
+  await sleep(300) // time: proves the forged body does not fail the job within a window
   const mid = await s.req('GET', `/v1/jobs/${r.body.id}`, { key: u.key })
   t.not(mid.body.status, 'failed', 'the unsigned body did not fail the job')
   t.equal(mid.body.credits_refunded, 0)
@@ -267,7 +268,9 @@ t.test('the callback route: unknown provider 404, unverifiable body 401', async 
 })
 
 t.test('ledger after all of it: no double charge, no double refund, nothing stuck', async (t) => {
-  await sleep(200)
+  // Every job from the tests above settles (nothing stuck) before the ledger is read.
+  const stuck = await settled(() => sql`SELECT id, status FROM jobs WHERE status IN ('queued', 'submitted', 'processing')`, rows => rows.length === 0)
+  t.same(stuck, [], 'nothing stuck')
   const drift = await sql`
     SELECT a.id FROM accounts a LEFT JOIN credit_entries e ON e.account_id = a.id
     GROUP BY a.id HAVING a.credits <> coalesce(sum(e.delta), 0)`
@@ -282,8 +285,6 @@ t.test('ledger after all of it: no double charge, no double refund, nothing stuc
     HAVING (j.status IN ('failed', 'cancelled') AND (count(e.id) <> 1 OR coalesce(sum(e.delta), 0) <> j.credits_charged))
         OR (j.status NOT IN ('failed', 'cancelled') AND count(e.id) <> 0)`
   t.same(refunds, [], 'exactly one refund per failed/cancelled job, none otherwise')
-  const stuck = await sql`SELECT id, status FROM jobs WHERE status IN ('queued', 'submitted', 'processing')`
-  t.same(stuck, [], 'nothing stuck')
   const [{ n }] = await sql`SELECT count(*)::int AS n FROM jobs`
   t.ok(n >= 6, `${n} jobs checked`)
 })

@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { startFalStub } from '../fixtures/fal-stub.js'
-import { UNLIMITED_TIERS, dbOf, paidUser, pollJob, sleep } from '../helpers/jobs.js'
+import { UNLIMITED_TIERS, dbOf, paidUser, pollJob } from '../helpers/jobs.js'
+import { sleep, waitFor } from '../helpers/wait.js'
 import { startServer } from '../helpers/server.js'
 import { freePort } from '../helpers/net.js'
 
@@ -52,7 +53,7 @@ t.test('a callback that reaches the node not running the job completes it exactl
   // A's own JobActor polls, finds it ended, and its read cache follows.
   const fromA = await pollJob(a, u, r.body.id, { timeoutMs: 9000, everyMs: 200 })
   t.equal(fromA.job.status, 'completed', 'node A sees the terminal job')
-  await sleep(200)
+  await sleep(200) // time: proves node A's copy adds no refund within a window after it saw the end
   const entries = await sql`SELECT kind FROM credit_entries WHERE job_id = ${r.body.id} ORDER BY id`
   t.same(entries.map((e: any) => e.kind), ['charge'], 'one charge, no refund')
   const [{ n }] = await sql`SELECT count(*)::int AS n FROM images WHERE job_id = ${r.body.id}`
@@ -88,10 +89,8 @@ t.test('a shard crash: the submitted job resumes on its route with its stored ha
   t.match(row, { route: /^nano-banana#0:fal:/, upstream: { id: row.provider_job_id } }, 'route and handle stored with the job')
   const restarts = a.app.services.shards.restarts
   await a.app.services.shards.crash(0)
-  await sleep(100)
-  for (let i = 0; i < 100 && a.app.services.shards.restarts === restarts; i++) await sleep(50)
-  await a.app.services.shards.ready()
-  await sleep(300) // the restarted shard claims and resumes its jobs
+  await waitFor(() => a.app.services.shards.restarts !== restarts, { what: 'shard 0 to restart' })
+  await a.app.services.shards.ready() // a shard is ready once its startup claim has resumed its jobs
   fal.finish(row.provider_job_id) // no callback: only the resumed JobActor's polling can see it
   const { job } = await pollJob(a, u, r.body.id, { timeoutMs: 8000, everyMs: 50 })
   t.equal(job.status, 'completed')

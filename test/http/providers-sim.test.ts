@@ -5,7 +5,8 @@ import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { UNLIMITED_TIERS, balance, dbOf, paidUser, pollJob, sleep } from '../helpers/jobs.js'
+import { UNLIMITED_TIERS, balance, dbOf, paidUser, pollJob } from '../helpers/jobs.js'
+import { sleep } from '../helpers/wait.js'
 import { startServer } from '../helpers/server.js'
 
 const dir = await mkdtemp(join(tmpdir(), 'gjt-simroutes-'))
@@ -20,7 +21,7 @@ t.test('[sim:queue] stays queued past any deadline until cancelled, then is refu
   const r = await s.req('POST', '/v1/generate/image', { key: u.key, body: { model: 'nano-banana', prompt: 'wait [sim:queue]' } })
   t.equal(r.status, 201, r.text)
   t.equal(r.body.status, 'queued')
-  await sleep(1500) // five times the deadline a submitted job would get
+  await sleep(1500) // time: proves the job stays queued past five times the deadline a submitted job would get
   const mid = await s.req('GET', `/v1/jobs/${r.body.id}`, { key: u.key })
   t.equal(mid.body.status, 'queued', 'still queued: the deadline only runs while a provider holds the job')
   const before = await balance(s, u)

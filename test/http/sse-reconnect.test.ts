@@ -8,6 +8,7 @@ import { startServer } from '../helpers/server.js'
 import { CHROMIUM, launchChromium } from '../helpers/browser.js'
 import { openSse } from '../helpers/sse.js'
 import { UNLIMITED_TIERS, dbOf, paidUser, pollJob } from '../helpers/jobs.js'
+import { sleep, waitFor } from '../helpers/wait.js'
 
 const s = await startServer(t, { SIM_SPEED: '1000', TIER_LIMITS: UNLIMITED_TIERS })
 const u = await paidUser(s, 10_000)
@@ -26,13 +27,8 @@ async function hitsOf (id: string): Promise<number[]> {
 }
 /** Resolves once `pred` holds over the stream requests of `ids` (checked every 100 ms). */
 async function until (ids: string[], pred: (hits: number[][]) => boolean, timeoutMs = 15_000): Promise<void> {
-  const end = Date.now() + timeoutMs
-  for (;;) {
-    const hits = await Promise.all(ids.map(hitsOf))
-    if (pred(hits)) return
-    if (Date.now() > end) throw new Error(`not seen in ${timeoutMs} ms: ${JSON.stringify(hits)}`)
-    await new Promise(resolve => setTimeout(resolve, 100))
-  }
+  let hits: number[][] = []
+  await waitFor(async () => pred(hits = await Promise.all(ids.map(hitsOf))), { what: () => `stream requests ${JSON.stringify(hits)} to settle`, timeoutMs, everyMs: 100 })
 }
 
 async function finishedJob (): Promise<string> {
@@ -109,7 +105,7 @@ t.test('after done, neither the eventsource package nor Chromium reconnects with
     t.equal(r.state, 2, 'Chromium: EventSource CLOSED')
   }
   // The observation window itself (the one fixed wait): a storm reconnects every 3 s.
-  await new Promise(resolve => setTimeout(resolve, 10_000))
+  await sleep(10_000) // time: proves no reconnect follows the 204 within a window of three storm periods
   t.same(await hitsOf(a), [200, 204], 'eventsource: one 200, one 204, no request after the 204 within 10 s')
   if (b !== null) t.same(await hitsOf(b), [200, 204], 'Chromium: one 200, one 204, no request after the 204 within 10 s')
 })

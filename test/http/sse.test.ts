@@ -3,6 +3,7 @@ import { EventSource } from 'eventsource'
 import { startServer, createUser } from '../helpers/server.js'
 import { assertError } from '../helpers/assert.js'
 import { openSse } from '../helpers/sse.js'
+import { settled } from '../helpers/wait.js'
 
 const s = await startServer(t, {
   SIM_SPEED: '100',
@@ -128,9 +129,7 @@ t.test('streams are capped per account (429 TOO_MANY_STREAMS) and an aborted str
   assertError(t, { status: c.status, body: JSON.parse(c.body) }, 429, 'TOO_MANY_STREAMS')
   t.equal(s.app.services.sse.openStreams(free.id), 2)
   a.abort()
-  const deadline = Date.now() + 2000
-  while (s.app.services.sse.openStreams(free.id) !== 1 && Date.now() < deadline) await new Promise(r => setTimeout(r, 10))
-  t.equal(s.app.services.sse.openStreams(free.id), 1, 'the aborted stream released its slot')
+  t.equal(await settled(() => s.app.services.sse.openStreams(free.id), n => n === 1, { timeoutMs: 2000 }), 1, 'the aborted stream released its slot')
   const d = await openSse(`${s.url}/v1/sse/jobs/${id}`, { 'x-api-key': free.key })
   t.equal(d.status, 200, 'a new stream fits again')
   // Cancelling ends both streams with done, which frees their slots too.

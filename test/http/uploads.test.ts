@@ -3,6 +3,7 @@ import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createUser, startServer } from '../helpers/server.js'
 import { isoBmff, jpeg, mp3, mp4, multipart, png, streamingMultipart, wav, webm } from '../fixtures/media.js'
+import { settled, waitFor } from '../helpers/wait.js'
 
 const PUBLIC = 'http://media.example.test'
 const s = await startServer(t, {
@@ -187,7 +188,7 @@ t.test('a declared Content-Length over the largest cap is refused before reading
     sock.on('error', (e: any) => (e.code === 'ECONNRESET' || e.code === 'EPIPE') ? resolve(got) : reject(e))
     sock.write(`POST /v1/uploads HTTP/1.1\r\nHost: x\r\nX-API-Key: ${user.key}\r\nContent-Type: multipart/form-data; boundary=abc\r\nContent-Length: ${60 * MB}\r\n\r\n`)
     sock.write('--abc\r\n')
-    setTimeout(() => sock.destroy(), 5000).unref()
+    setTimeout(() => sock.destroy(), 5000).unref() // a bound, not a wait: a server that never answers fails the match below
   })
   t.match(reply, /^HTTP\/1\.1 413 /)
   t.match(reply, /PAYLOAD_TOO_LARGE/)
@@ -233,32 +234,25 @@ t.test('a client that hangs up mid-upload leaves nothing behind and the server k
   const u = new URL(s.url)
   const { connect } = await import('node:net')
   const boundary = 'hangup'
-  await new Promise<void>((resolve) => {
-    const sock = connect(Number(u.port), u.hostname)
-    sock.on('error', () => resolve())
-    sock.on('close', () => resolve())
-    sock.write(`POST /v1/uploads HTTP/1.1\r\nHost: x\r\nX-API-Key: ${user.key}\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${5 * MB}\r\n\r\n`)
-    sock.write(`--${boundary}\r\nContent-Disposition: form-data; name="kind"\r\n\r\nvideo\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="v.mp4"\r\n\r\n`)
-    sock.write(Buffer.concat([mp4(0), Buffer.alloc(MB)]), () => setTimeout(() => sock.destroy(), 100))
-  })
   const dir = join(s.config.dataDir, 'tmp')
-  let left = await readdir(dir).catch(() => [])
-  for (let i = 0; i < 50 && left.length > 0; i++) {
-    await new Promise(resolve => setTimeout(resolve, 20))
-    left = await readdir(dir).catch(() => [])
-  }
+  const sock = connect(Number(u.port), u.hostname)
+  const closed = new Promise<void>((resolve) => { sock.on('error', () => resolve()); sock.on('close', () => resolve()) })
+  sock.write(`POST /v1/uploads HTTP/1.1\r\nHost: x\r\nX-API-Key: ${user.key}\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${5 * MB}\r\n\r\n`)
+  sock.write(`--${boundary}\r\nContent-Disposition: form-data; name="kind"\r\n\r\nvideo\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="v.mp4"\r\n\r\n`)
+  sock.write(Buffer.concat([mp4(0), Buffer.alloc(MB)]))
+  // Hang up once the server is writing the file to its temp directory (mid-upload).
+  await waitFor(async () => (await readdir(dir).catch(() => [])).length > 0, { what: 'the upload\'s temp file in DATA_DIR/tmp' })
+  sock.destroy()
+  await closed
+  const left = await settled(() => readdir(dir).catch(() => []), l => l.length === 0, { timeoutMs: 2000, everyMs: 20 })
   t.same(left, [], 'temp file removed')
   t.equal((await upload([kind('image'), file('after-hangup.png', png())])).status, 201)
 })
 
 t.test('refused uploads store nothing and leave no temp files', async (t) => {
   const dir = join(s.config.dataDir, 'tmp')
-  let left = await readdir(dir).catch(() => [])
-  for (let i = 0; i < 20 && left.length > 0; i++) {
-    // A refusal answered while the body was still arriving cleans up just after answering.
-    await new Promise(resolve => setTimeout(resolve, 50))
-    left = await readdir(dir).catch(() => [])
-  }
+  // A refusal answered while the body was still arriving cleans up just after answering.
+  const left = await settled(() => readdir(dir).catch(() => []), l => l.length === 0, { timeoutMs: 1000, everyMs: 50 })
   t.same(left, [], 'DATA_DIR/tmp is empty')
   const keys = await s.app.services.sql<Array<{ n: number }>>`SELECT count(*)::int AS n FROM uploads`
   const files: string[] = []

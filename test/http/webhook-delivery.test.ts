@@ -14,6 +14,7 @@ import { loadConfig } from '../../src/config.js'
 import { privateHostsName, startReceiver, type Received } from '../fixtures/webhook-receiver.js'
 import { freshDatabase } from '../helpers/db.js'
 import { ADMIN_TOKEN, createUser, JWT_SECRET, startServer, type Res, type TestServer, type TestUser } from '../helpers/server.js'
+import { sleep, waitFor } from '../helpers/wait.js'
 
 const rx = await startReceiver()
 t.teardown(() => rx.close())
@@ -26,7 +27,6 @@ const ENV = {
 }
 const s = await startServer(t, ENV)
 
-const sleep = (ms: number) => new Promise<void>(resolve => setTimeout(resolve, ms))
 const ISO = (v: unknown) => typeof v === 'string' && new Date(v).toISOString() === v
 let seq = 0
 const secretFor = () => `secret-${process.pid}-${++seq}-abcdefghij`
@@ -54,15 +54,7 @@ async function imageJob (srv: TestServer, u: TestUser, prompt: string, dest?: { 
   return r.body.id
 }
 
-async function until<T> (what: string, fn: () => Promise<T | null | undefined | false>, ms = 15000): Promise<T> {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const v = await fn()
-    if (v) return v
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(25)
-  }
-}
+const until = <T>(what: string, fn: () => Promise<T>, timeoutMs = 15000) => waitFor(fn, { what, timeoutMs, everyMs: 25 })
 
 async function jobDone (srv: TestServer, u: TestUser, id: string): Promise<any> {
   return until(`job ${id}`, async () => {
@@ -133,7 +125,7 @@ t.test('a completed job is delivered to its per-job webhook_url and to a registe
   t.same(Object.keys(d.attempts_history[0]).sort(), ['attempt', 'attempted_at', 'error', 'latency_ms', 'manual', 'response_excerpt', 'status_code'])
   t.equal(d.attempts_history[0].status_code, 200)
   t.equal(d.attempts_history[0].attempt, 1)
-  await sleep(300)
+  await sleep(300) // time: a duplicate send would come later, so "exactly once" needs a window in which none arrives
   t.equal(rx.received.filter(x => x.path === own.path || x.path === reg.path).length, 2, 'each destination got it exactly once')
 })
 
@@ -154,9 +146,10 @@ t.test('[sim:fail] delivers job.failed; a webhook subscribed only to job.complet
     t.equal(r.json.data.job.status, 'failed')
     t.type(r.json.data.job.error_message, 'string')
   }
-  await sleep(300)
-  t.equal(rx.received.filter(x => x.path === onlyCompleted.path).length, 0)
+  // The outbox rows are written in the job's terminal transaction, which committed before
+  // anything above was sent: no row now means nothing will ever be sent there.
   t.equal((await deliveries(s, u, quietId)).body.total, 0, 'no outbox row for a webhook not subscribed to the event')
+  t.equal(rx.received.filter(x => x.path === onlyCompleted.path).length, 0)
 })
 
 t.test('a receiver answering 500 first sees the retry with the same X-Service-Delivery; the history shows every attempt', async t => {
@@ -201,9 +194,10 @@ t.test('410 disables the registered webhook and its pending deliveries; later ev
 
   const later = await imageJob(s, u, 'another snowy owl')
   await jobDone(s, u, later)
-  await sleep(400)
-  t.equal(rx.received.filter(x => x.path === gone.path).length, 1, 'nothing more is sent to a disabled webhook')
+  // The terminal transaction (committed: the job reads terminal) wrote whatever outbox rows
+  // the event has: no new row for the disabled webhook means nothing more will be sent to it.
   t.equal((await deliveries(s, u, hookId)).body.total, 1, 'no new outbox row for it')
+  t.equal(rx.received.filter(x => x.path === gone.path).length, 1, 'nothing more is sent to a disabled webhook')
   const [{ reason }] = await s.app.services.sql<any[]>`SELECT disabled_reason AS reason FROM webhooks WHERE id = ${hookId}`
   t.match(reason, /410/)
 
@@ -227,7 +221,7 @@ t.test('deleting a webhook disables its pending deliveries', async t => {
   const [row] = await s.app.services.sql<any[]>`SELECT status, last_error FROM webhook_deliveries WHERE webhook_id = ${hookId}`
   t.equal(row.status, 'disabled')
   const seen = rx.received.filter(x => x.path === dest.path).length
-  await sleep(1000)
+  await sleep(1000) // time: proves no retry follows the delete within a window of many retry intervals
   t.ok(rx.received.filter(x => x.path === dest.path).length <= seen + 1, 'at most the attempt already in flight is sent after the delete')
 })
 
@@ -367,7 +361,7 @@ t.test('kill -9 between sending and recording: after the claim lease runs out an
 
   const next = await startOn(databaseUrl)
   try {
-    await sleep(600)
+    await sleep(600) // time: proves the new server leaves a leased row alone for a window of several outbox polls
     t.equal(rx.received.filter(x => x.path === dest.path).length, 1, 'a live lease keeps other servers off the row')
     await db`UPDATE webhook_deliveries SET claimed_until = now() - interval '1 second' WHERE job_id = ${jobId}` // the 60 s lease runs out
     const got = await rx.waitFor(dest.path, 2)

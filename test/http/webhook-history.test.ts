@@ -5,6 +5,7 @@ import t from 'tap'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import { createUser, startServer } from '../helpers/server.js'
 import { compile } from '../helpers/contract.js'
+import { waitFor } from '../helpers/wait.js'
 
 /** A receiver that holds every request until `n` have arrived, then answers them all 410 at once. */
 const held: Array<ServerResponse> = []
@@ -46,12 +47,10 @@ t.test('deliveries disabled while in flight show the attempt they made (attempts
   for (const res of held.splice(0)) res.writeHead(410).end()
   // Wait (on the deliveries' own state) until no delivery is pending any more.
   let list: any
-  for (const until = Date.now() + 15_000; ;) {
+  await waitFor(async () => {
     list = (await s.req('GET', `/v1/webhooks/${hook.body.id}/deliveries`, { key: u.key })).body
-    if (list.total === N && list.data.every((d: any) => d.status !== 'pending' && d.attempts_history.length > 0)) break
-    if (Date.now() > until) throw new Error(`deliveries still pending: ${JSON.stringify(list)}`)
-    await new Promise(resolve => setTimeout(resolve, 50))
-  }
+    return list.total === N && list.data.every((d: any) => d.status !== 'pending' && d.attempts_history.length > 0)
+  }, { what: () => `no delivery pending (last: ${JSON.stringify(list)})`, timeoutMs: 15_000, everyMs: 50 })
   for (const d of list.data) {
     const last = d.attempts_history[d.attempts_history.length - 1]
     t.equal(d.status, 'disabled', `${d.id}: disabled`)

@@ -6,6 +6,7 @@ import t from 'tap'
 import { sendNow } from '../../src/webhooks/delivery-now.js'
 import { startReceiver } from '../fixtures/webhook-receiver.js'
 import { createUser, startServer } from '../helpers/server.js'
+import { waitFor } from '../helpers/wait.js'
 
 const rx = await startReceiver()
 t.teardown(() => rx.close())
@@ -18,12 +19,10 @@ const sql = s.app.services.sql
 
 /** Waits (on the API's own listing) until `pred` holds for the webhook's deliveries. */
 async function deliveriesUntil (key: string, hookId: number, pred: (list: any) => boolean): Promise<any> {
-  for (const until = Date.now() + 15_000; ;) {
-    const list = (await s.req('GET', `/v1/webhooks/${hookId}/deliveries`, { key })).body
-    if (pred(list)) return list
-    if (Date.now() > until) throw new Error(`deliveries never matched: ${JSON.stringify(list)}`)
-    await new Promise(resolve => setTimeout(resolve, 25))
-  }
+  let list: any
+  await waitFor(async () => pred(list = (await s.req('GET', `/v1/webhooks/${hookId}/deliveries`, { key })).body),
+    { what: () => `webhook ${hookId}'s deliveries to match (last: ${JSON.stringify(list)})`, timeoutMs: 15_000, everyMs: 25 })
+  return list
 }
 
 t.test('POST /v1/webhooks/{id}/test sends a signed webhook.test now and answers what the receiver said', async t => {
@@ -292,12 +291,8 @@ t.test('GET /v1/jobs/{id}/details: the request that reproduces the job, and its 
   }
   const failed = await s.req('POST', '/v1/generate/image', { key: u.key, body: { model: 'nano-banana', prompt: 'a storm [sim:fail]' } })
   let d: any
-  for (const until = Date.now() + 10_000; ;) {
-    d = (await s.req('GET', `/v1/jobs/${failed.body.id}/details`, { key: u.key })).body
-    if (d.timeline.some((e: any) => e.kind === 'refunded')) break
-    if (Date.now() > until) throw new Error(JSON.stringify(d))
-    await new Promise(resolve => setTimeout(resolve, 25))
-  }
+  await waitFor(async () => (d = (await s.req('GET', `/v1/jobs/${failed.body.id}/details`, { key: u.key })).body).timeline.some((e: any) => e.kind === 'refunded'),
+    { what: () => `the failed job's refund in its timeline (last: ${JSON.stringify(d)})`, everyMs: 25 })
   const kinds = d.timeline.map((e: any) => e.kind)
   t.ok(kinds.includes('failed') && kinds.includes('refunded'), `failed and refunded (${kinds.join(', ')})`)
   t.equal(d.timeline.find((e: any) => e.kind === 'refunded').credits, 10)

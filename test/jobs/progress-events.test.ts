@@ -7,7 +7,8 @@ import { JobCache, entryBytes } from '../../src/jobs/cache.js'
 import type { JobView } from '../../src/jobs/view.js'
 import { startServer } from '../helpers/server.js'
 import { openSse } from '../helpers/sse.js'
-import { paidUser, sleep, UNLIMITED_TIERS } from '../helpers/jobs.js'
+import { paidUser, UNLIMITED_TIERS } from '../helpers/jobs.js'
+import { waitFor } from '../helpers/wait.js'
 
 const view = (id: string, o: Partial<JobView> = {}): JobView => ({
   id, status: 'submitted', type: 'image', model: 'nano-banana', prompt: 'a red apple', progress: 0, credits_charged: 10, credits_refunded: 0,
@@ -75,12 +76,14 @@ t.test('through the service: ticks cross as job.progress; GET and SSE see every 
   const st = await openSse(`${s.url}/v1/sse/jobs/${id}`, { 'x-api-key': u.key })
   t.equal(st.status, 200)
   const gets: JobView[] = []
-  for (let i = 0; i < 200 && !st.events.some(e => e.event === 'done'); i++) {
+  // GET every 40 ms while the job runs, until the stream's done event.
+  await waitFor(async () => {
+    if (st.events.some(e => e.event === 'done')) return true
     const g = await s.req('GET', `/v1/jobs/${id}`, { key: u.key })
     t.equal(g.status, 200)
     gets.push(g.body)
-    await sleep(40)
-  }
+    return false
+  }, { what: 'the SSE done event', timeoutMs: 15_000, everyMs: 40 })
   await st.closed
   jobs.update = update
   jobs.progress = progress

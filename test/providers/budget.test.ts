@@ -5,10 +5,11 @@
 import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import { Redis } from 'ioredis'
-import { Budget, gcraTake, gcraThrottle, RedisBudgetStore, SharedBudgetStore, LocalBudgetStore, type GcraState } from '../../src/providers/budget.js'
+import { Budget, gcraTake, gcraThrottle, RedisBudgetStore, SharedBudgetStore, LocalBudgetStore, type BudgetStore, type GcraState } from '../../src/providers/budget.js'
 import { createSharedProviderState } from '../../src/providers/capacity.js'
 import { parseRouting } from '../../src/providers/routing.js'
 import { UpstreamUnavailable } from '../../src/providers/upstream.js'
+import { settled, waitFor } from '../helpers/wait.js'
 
 const REDIS_URL = process.env.REDIS_URL_TEST || process.env.REDIS_URL || 'redis://127.0.0.1:6379'
 
@@ -144,18 +145,22 @@ t.test('two nodes on Redis: one budget, turns handed out across both; a 429 seen
   t.ok(mostInWindow(sends, 1000) <= 10 + 2 + 1, `at most ${mostInWindow(sends, 1000)} in any second`)
   // Polls are deferred behind reserved calls: with calls queued on either node, a poll waits
   // for all of them (a budget of 10/s without burst, so turns are 100 ms apart).
-  const c = new Budget('replicate', 10, 1, 5000, new RedisBudgetStore(ra, `${prefix}p`, 'replicate', new LocalBudgetStore(), m => logs.push(m)))
-  const d = new Budget('replicate', 10, 1, 5000, new RedisBudgetStore(rb, `${prefix}p`, 'replicate', new LocalBudgetStore(), m => logs.push(m)))
+  let reserved = 0
+  const counted = (store: BudgetStore): BudgetStore => ({
+    take: async (...a) => { const turn = await store.take(...a); if (turn.ok) reserved++; return turn },
+    throttle: (...a) => store.throttle(...a),
+  })
+  const c = new Budget('replicate', 10, 1, 5000, counted(new RedisBudgetStore(ra, `${prefix}p`, 'replicate', new LocalBudgetStore(), m => logs.push(m))))
+  const d = new Budget('replicate', 10, 1, 5000, counted(new RedisBudgetStore(rb, `${prefix}p`, 'replicate', new LocalBudgetStore(), m => logs.push(m))))
   const order: string[] = []
   const calls = Array.from({ length: 4 }, (_, i) => (i % 2 === 0 ? c : d).acquire('call').then(() => order.push('call')))
-  await new Promise(resolve => setTimeout(resolve, 30))
+  await waitFor(() => reserved === 4, { what: 'all four calls to have their turns reserved in Redis' })
   const poll = c.acquire('poll').then(() => order.push('poll'))
   await Promise.all([...calls, poll])
   t.same(order, ['call', 'call', 'call', 'call', 'poll'], 'the poll went after every call queued before it')
   // A 429 answered to node A lowers the budget node B uses.
   a.throttled(2000)
-  await new Promise(resolve => setTimeout(resolve, 50))
-  const h = await ra.hgetall(`${prefix}:budget:replicate`)
+  const h = await settled(() => ra.hgetall(`${prefix}:budget:replicate`), h => Number(h.factor) === 2)
   t.equal(Number(h.factor), 2, 'the slow-down is in Redis')
   const s2: number[] = []
   const t1 = Date.now()

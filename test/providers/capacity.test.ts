@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { createSharedProviderState, LocalCapacity, RedisCapacity, SharedCapacity, type CapSlot } from '../../src/providers/capacity.js'
+import { settled, sleep } from '../helpers/wait.js'
 
 const REDIS_URL = process.env.REDIS_URL_TEST || process.env.REDIS_URL || 'redis://127.0.0.1:6379'
 
@@ -85,22 +86,21 @@ t.test('two nodes on Redis share one cap; a dead node\'s slots expire; a resumed
   t.equal(await ra.zcard(`${prefix}:cap:${route.key}`), 2, 'and nothing left behind on the route by refused takes')
   const holders = got.map((ok, i) => ok ? i : -1).filter(i => i >= 0)
   // The holders' node keeps renewing them (every ttl / 3): still held after two TTLs.
-  await new Promise(resolve => setTimeout(resolve, 1300))
+  await sleep(1300) // time: renewal is under test; the 600 ms TTL runs out twice over
   t.equal(await ra.zcard(`${prefix}:cap:${provider.key}`), 2, 'renewed while their node lives')
   const owner = holders[0] % 2 === 0 ? a : b
   owner.release([route, provider], `job_${holders[0]}`)
-  await new Promise(resolve => setTimeout(resolve, 50))
+  t.equal(await settled(() => ra.zcard(`${prefix}:cap:${provider.key}`), n => n === 1), 1, 'the release reached Redis')
   const other = holders[0] % 2 === 0 ? b : a
   t.ok(await other.take([route, provider], 'job_new'), 'a released slot is free for the other node')
   // A node dies: its entries are no longer renewed and fall out after the TTL.
   a.close(); b.close()
-  await new Promise(resolve => setTimeout(resolve, 700))
+  await sleep(700) // time: the dead node's entries must outlive their 600 ms TTL (expiry is under test)
   const c = new RedisCapacity(ra, prefix, 600, new LocalCapacity(), m => logs.push(m))
   t.teardown(() => c.close())
   t.ok(await c.take([route, provider], 'job_x'), 'expired slots are free')
   c.adopt([route, provider], 'job_resumed')
-  await new Promise(resolve => setTimeout(resolve, 50))
-  t.equal(await ra.zcard(`${prefix}:cap:${provider.key}`), 2, 'a resumed job is counted whatever the cap says (it does run upstream)')
+  t.equal(await settled(() => ra.zcard(`${prefix}:cap:${provider.key}`), n => n === 2), 2, 'a resumed job is counted whatever the cap says (it does run upstream)')
   t.notOk(await c.take([route, provider], 'job_y'))
   t.same(logs, [], 'Redis answered every call')
 })

@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { signSession } from '../../src/http/jwt.js'
 import { freshDatabase } from '../helpers/db.js'
-import { dbOf, image, sleep, UNLIMITED_TIERS, video } from '../helpers/jobs.js'
+import { dbOf, image, UNLIMITED_TIERS, video } from '../helpers/jobs.js'
+import { settled, waitFor } from '../helpers/wait.js'
 import { ADMIN_TOKEN, JWT_SECRET } from '../helpers/server.js'
 import { freePort } from '../helpers/net.js'
 
@@ -44,16 +45,18 @@ async function start (): Promise<void> {
   child = c
   c.stdout!.resume()
   c.stderr!.on('data', (d: Buffer) => { stderr = (stderr + d.toString()).slice(-20_000) })
-  const until = Date.now() + 20_000
-  for (;;) {
-    if (c.exitCode !== null) throw new Error(`service exited with ${c.exitCode}: ${stderr}`)
-    try {
-      const r = await fetch(`${base}/v1/health`)
-      if (r.status === 200) return
-    } catch {}
-    if (Date.now() > until) throw new Error(`service did not start: ${stderr}`)
-    await sleep(50)
-  }
+  let exited = false
+  await waitFor(async () => {
+    if (c.exitCode !== null) return (exited = true)
+    return (await fetch(`${base}/v1/health`)).status === 200
+  // The bound only catches a service that never starts: a loaded machine makes it slow, not red.
+  }, { what: () => `the service to answer /v1/health 200 (stderr: ${stderr})`, timeoutMs: 60_000, everyMs: 50 })
+  if (exited) throw new Error(`service exited with ${c.exitCode}: ${stderr}`)
+}
+
+async function liveJobs (): Promise<number> {
+  const [{ n }] = await sql<Array<{ n: number }>>`SELECT count(*)::int AS n FROM jobs WHERE status IN ('queued', 'submitted', 'processing')`
+  return n
 }
 
 async function kill (): Promise<void> {
@@ -164,13 +167,7 @@ t.test('SIGKILL mid-burst, restart: acknowledged jobs are durable, charged once,
   await start()
 
   // Jobs in flight at the kill resume and finish (no deadline is near: they really run).
-  const until = Date.now() + 25_000
-  let live = -1
-  while (Date.now() < until) {
-    [{ n: live }] = await sql`SELECT count(*)::int AS n FROM jobs WHERE status IN ('queued', 'submitted', 'processing')`
-    if (live === 0) break
-    await sleep(200)
-  }
+  const live = await settled(() => liveJobs(), n => n === 0, { timeoutMs: 25_000, everyMs: 200 })
   t.equal(live, 0, 'every resumed job reached a terminal state')
   const timedOut = await sql`SELECT count(*)::int AS n FROM jobs WHERE error_message LIKE '%deadline%'`
   t.equal(timedOut[0].n, 0, 'resumed jobs finished on their own, not by the deadline')
@@ -188,12 +185,7 @@ t.test('SIGKILL mid-burst, restart: acknowledged jobs are durable, charged once,
   t.equal(jobs, created.length + lost.length, 'exactly one job per request sent')
 
   // Final ledger: refunds for every failure, exactly once, and balances that add up.
-  const until2 = Date.now() + 15_000
-  while (Date.now() < until2) {
-    const [{ n }] = await sql`SELECT count(*)::int AS n FROM jobs WHERE status IN ('queued', 'submitted', 'processing')`
-    if (n === 0) break
-    await sleep(200)
-  }
+  t.equal(await settled(() => liveJobs(), n => n === 0, { timeoutMs: 15_000, everyMs: 200 }), 0, 'the retried jobs reached a terminal state')
   const badRefund = await sql`
     SELECT j.id FROM jobs j LEFT JOIN credit_entries e ON e.job_id = j.id AND e.kind = 'refund'
     GROUP BY j.id HAVING (j.status = 'failed' AND (count(e.id) <> 1 OR sum(e.delta) <> j.credits_charged OR j.credits_refunded <> j.credits_charged))

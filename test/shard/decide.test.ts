@@ -1,9 +1,12 @@
 // The account's decision core (src/shard/decide.ts): every refusal of docs/api.md "Jobs"
-// as a pure function of (state, request), without threads or a database.
+// as a pure function of (state, request), without threads or a database; each function here is
+// one AccountActor.admit (or KeySlots, or the creation path) calls. The order across them
+// (trial, then concurrency, then balance) is admit's and is checked end to end in
+// test/http/generate.test.ts "refusals come in SPEC order".
 import t from 'tap'
 import { ApiError } from '../../src/errors.js'
 import {
-  decideIdempotency, isTrialVideo, mayBeStale, PRICING_URL, refuseAccount, refuseBalance, refuseConcurrency, refuseCreate, refusedCharge, type Held,
+  bindIdem, decideIdempotency, isTrialVideo, mayBeStale, PRICING_URL, refuseAccount, refuseBalance, refuseConcurrency, refusedCharge, type Held, type IdemEntry,
 } from '../../src/shard/decide.js'
 import type { AccountView, JobSpec } from '../../src/domain.js'
 
@@ -20,18 +23,20 @@ const pro = { maxConcurrent: 10 }
 function code (e: ApiError | null): string | null { return e === null ? null : e.code }
 
 t.test('a covered request on a clean account goes ahead', async (t) => {
-  t.equal(refuseCreate(account(), none, pro, 0, spec()), null)
-  t.equal(refuseCreate(account(), none, pro, 9, video), null, 'one slot left')
+  t.equal(refuseAccount(account(), none, spec()), null)
+  t.equal(refuseConcurrency(pro, 9), null, 'one slot left')
+  t.equal(refuseBalance(account(), none, video), null)
 })
 
-t.test('403 ACCOUNT_BANNED comes first, before every other refusal', async (t) => {
-  const e = refuseCreate(account({ banned: true, credits: 0, credits_locked: true }), none, pro, 99, video)
+t.test('403 ACCOUNT_BANNED comes first among the account refusals', async (t) => {
+  const e = refuseAccount(account({ banned: true, has_purchased: false, free_videos_used: 1, credits_locked: true, email_verified: false }), none, video)
   t.equal(code(e), 'ACCOUNT_BANNED')
   t.equal(e!.status, 403)
+  t.equal(code(refuseAccount(account({ credits_locked: true, has_purchased: false, free_videos_used: 1 }), none, video)), 'NOT_ELIGIBLE', 'the lock before the trial')
 })
 
 t.test('403 NOT_ELIGIBLE when credits are locked, with the reason', async (t) => {
-  const e = refuseCreate(account({ credits_locked: true }), none, pro, 0, spec())
+  const e = refuseAccount(account({ credits_locked: true }), none, spec())
   t.equal(code(e), 'NOT_ELIGIBLE')
   t.equal(e!.status, 403)
   t.same(e!.extra, { reason: 'credits_locked', reasons: ['credits_locked'] })
@@ -53,17 +58,13 @@ t.test('403 upgrade_required: one free video before the first purchase, then the
 })
 
 t.test('429 concurrency_limit_reached at the key cap, with the figures', async (t) => {
-  const e = refuseCreate(account(), none, pro, 10, spec())
+  const e = refuseConcurrency(pro, 10)
   t.equal(code(e), 'concurrency_limit_reached')
   t.equal(e!.status, 429)
   t.match(e!.extra, { max_concurrent: 10, in_flight: 10 })
   t.type(e!.extra!.retry_after, 'number', 'every 429 carries retry_after (src/errors.ts)')
   t.equal(refuseConcurrency({ maxConcurrent: 3 }, 2), null)
   t.equal(code(refuseConcurrency({ maxConcurrent: 0 }, 0)), 'concurrency_limit_reached', 'a zero cap refuses everything')
-})
-
-t.test('concurrency is checked before the balance (SPEC order)', async (t) => {
-  t.equal(code(refuseCreate(account({ credits: 0 }), none, pro, 10, spec())), 'concurrency_limit_reached')
 })
 
 t.test('402 INSUFFICIENT_CREDITS: the balance net of holds must cover the price', async (t) => {
@@ -99,4 +100,15 @@ t.test('which refusals are worth a reload on several nodes', async (t) => {
   t.ok(mayBeStale(new ApiError('upgrade_required')))
   t.notOk(mayBeStale(new ApiError('ACCOUNT_BANNED')))
   t.notOk(mayBeStale(new Error('x')))
+})
+
+t.test('bindIdem remembers the newest keys and never forgets one still pending', async (t) => {
+  const idem = new Map<string, IdemEntry>()
+  const pending = Promise.resolve()
+  idem.set('k0', { fingerprint: 'f', pending })
+  for (let i = 1; i <= 4; i++) bindIdem(idem, `k${i}`, `f${i}`, `job_${i}`, 3)
+  t.same([...idem.keys()], ['k0', 'k3', 'k4'], 'the oldest settled keys past the bound are forgotten; the pending one stays')
+  bindIdem(idem, 'k3', undefined, 'job_3b', 3)
+  t.same([...idem.keys()], ['k0', 'k4', 'k3'], 'a rebound key moves to the newest place')
+  t.same(idem.get('k3'), { fingerprint: '', jobId: 'job_3b' }, 'no fingerprint binds the empty one')
 })

@@ -4,7 +4,8 @@ import t from 'tap'
 import { randomBytes } from 'node:crypto'
 import { ActorTable, quiescent, type ActorUse } from '../../src/shard/eviction.js'
 import { startServer, createUser, type TestServer, type TestUser } from '../helpers/server.js'
-import { balance, FAST_ENV, image, paidUser, pollJob, sleep, video } from '../helpers/jobs.js'
+import { balance, FAST_ENV, image, paidUser, pollJob, video } from '../helpers/jobs.js'
+import { settled, waitFor } from '../helpers/wait.js'
 
 interface Fake extends ActorUse { id: number; mailbox: { size: number }; jobs: { size: number }; slots: { idle: boolean } }
 const fake = (id: number): Fake => ({
@@ -54,13 +55,9 @@ async function actorCounts (s: TestServer): Promise<{ actors: number; evicted: n
 
 /** Waits until every actor is gone from the shards (the sweep runs every second with ACTOR_IDLE_S=1). */
 async function allEvicted (s: TestServer): Promise<number> {
-  const until = Date.now() + 20_000
-  for (;;) {
-    const c = await actorCounts(s)
-    if (c.actors === 0) return c.evicted
-    if (Date.now() > until) throw new Error(`actors still held: ${JSON.stringify(c)}`)
-    await sleep(100)
-  }
+  let c = { actors: -1, evicted: 0 }
+  await waitFor(async () => (c = await actorCounts(s)).actors === 0, { what: () => `every actor evicted (${JSON.stringify(c)})`, timeoutMs: 20_000, everyMs: 100 })
+  return c.evicted
 }
 
 t.test('after eviction: balance, trial, idempotency replay and conflict are what the database says', async (t) => {
@@ -106,9 +103,7 @@ t.test('an actor with a job running is kept', async (t) => {
   const other = await paidUser(s, 10)
   t.equal((await s.req('GET', '/v1/credits', { key: other.key })).status, 200)
   // The other account's actor goes; the one running a job stays.
-  const until = Date.now() + 20_000
-  let c = await actorCounts(s)
-  while (c.evicted < 1 && Date.now() < until) { await sleep(100); c = await actorCounts(s) }
+  const c = await settled(() => actorCounts(s), c => c.evicted >= 1, { timeoutMs: 20_000, everyMs: 100 })
   t.ok(c.evicted >= 1, 'the idle actor was evicted')
   t.equal(c.actors, 1, 'the actor running a job stays')
   const job = await s.req('GET', `/v1/jobs/${r.body.id}`, { key: u.key })

@@ -7,8 +7,8 @@ import type { JobRow, JobStatus } from '../../src/jobs/view.js'
 import { UpstreamRefused, type ProviderJob, type RouteProvider, type UpstreamHandle, type UpstreamState } from '../../src/providers/provider.js'
 import { Route } from '../../src/providers/registry.js'
 import type { Storage } from '../../src/storage/storage.js'
+import { sleep, waitFor } from '../helpers/wait.js'
 
-const sleep = (ms: number) => new Promise<void>(resolve => setTimeout(resolve, ms))
 
 function rowOf (over: Partial<JobRow> = {}): JobRow {
   const now = new Date()
@@ -82,7 +82,7 @@ function providerOf (o: { polls?: number; answerMs?: number; refuse?: boolean } 
     accepts: () => true,
     async submit (): Promise<UpstreamHandle> {
       submits.push(Date.now())
-      if (o.answerMs) await sleep(o.answerMs)
+      if (o.answerMs) await sleep(o.answerMs) // time: a provider slow on purpose (its answer lands after the creation timed out)
       if (o.refuse) throw new UpstreamRefused('refused')
       return { id: `p${submits.length}`, model: 'm' }
     },
@@ -96,11 +96,8 @@ function providerOf (o: { polls?: number; answerMs?: number; refuse?: boolean } 
   return p
 }
 
-async function until (cond: () => boolean, ms = 5000): Promise<boolean> {
-  const end = Date.now() + ms
-  while (!cond()) { if (Date.now() > end) return false; await sleep(5) }
-  return true
-}
+/** Waits for the job to reach a terminal state. */
+const terminal = (job: JobActor, timeoutMs = 5000) => waitFor(() => job.terminal, { what: () => `job ${job.id} to reach a terminal state (${job.row.status})`, timeoutMs, everyMs: 5 })
 
 function start (row: JobRow, provider: Provider, host: JobHost): JobActor {
   const pj: ProviderJob = { id: row.id, type: row.type, model: row.model, text: 'p', estimatedSeconds: 1, request: {} }
@@ -113,7 +110,7 @@ t.test('a polled job moves through processing to completed with monotonic progre
   const host = hostOf(0)
   const job = start(rowOf({ provider_job_id: 'p0' }), providerOf({ polls: 4 }), host)
   job.schedule(1)
-  t.ok(await until(() => job.terminal), 'terminal')
+  await terminal(job)
   t.same(host.calls, ['progress processing 10', 'progress processing 20', 'progress processing 30', 'complete mem://results/job_AAAAAAAAAAAAAAAA.png'])
 })
 
@@ -121,7 +118,7 @@ t.test('a failed database write while polling is retried: the job still complete
   const host = hostOf(2)
   const job = start(rowOf({ provider_job_id: 'p0' }), providerOf({ polls: 3 }), host)
   job.schedule(1)
-  t.ok(await until(() => job.terminal), 'the job reached a terminal state despite two failed writes')
+  await terminal(job)
   t.equal(host.calls.at(-1), 'complete mem://results/job_AAAAAAAAAAAAAAAA.png')
 })
 
@@ -130,10 +127,13 @@ t.test('a failed write of the final state is retried', async (t) => {
   const provider = providerOf({ polls: 1 })
   let failComplete = 1
   const complete = host.complete.bind(host)
-  host.complete = async (job, url) => { if (failComplete-- > 0) throw new Error('commit failed'); return complete(job, url) }
+  let writes = 0
+  host.complete = async (job, url) => { writes++; if (failComplete-- > 0) throw new Error('commit failed'); return complete(job, url) }
   const job = start(rowOf({ provider_job_id: 'p0' }), provider, host)
   job.schedule(1)
-  t.ok(await until(() => job.terminal), 'completed on the retry')
+  await terminal(job)
+  t.equal(writes, 2, 'the final write failed once and was retried')
+  t.equal(host.calls.at(-1), 'complete mem://results/job_AAAAAAAAAAAAAAAA.png', 'completed on the retry')
 })
 
 t.test('a submission answered after the creation timed out is recorded once, even if the first write fails, and never resubmitted', async (t) => {
@@ -141,7 +141,7 @@ t.test('a submission answered after the creation timed out is recorded once, eve
   const provider = providerOf({ polls: 2, answerMs: 50 })
   const job = start(rowOf({ status: 'submitted', provider_job_id: null }), provider, host)
   job.awaitSubmission(provider.submit({ jobId: job.id, model: 'm', input: {}, callbackUrl: null }, job.pj)) // as AccountActor does after a 504
-  t.ok(await until(() => job.terminal), 'terminal')
+  await terminal(job)
   t.equal(provider.submits.length, 1, 'submitted exactly once')
   t.equal(job.row.provider_job_id, 'p1', 'the provider id was recorded')
   t.equal(host.calls.at(-1), 'complete mem://results/job_AAAAAAAAAAAAAAAA.png')
@@ -152,7 +152,7 @@ t.test('a refusal that arrives after the timeout fails the job (refund), even if
   const provider = providerOf({ answerMs: 20, refuse: true })
   const job = start(rowOf({ provider_job_id: null }), provider, host)
   job.awaitSubmission(provider.submit({ jobId: job.id, model: 'm', input: {}, callbackUrl: null }, job.pj))
-  t.ok(await until(() => job.terminal), 'terminal')
+  await terminal(job)
   t.match(host.calls.at(-1), /^fail No provider could take this job; credits refunded/)
   t.notMatch(host.calls.at(-1), /refused/, 'the upstream text ("refused") is not echoed')
 })
@@ -162,7 +162,7 @@ t.test('a submission that never answers fails at the deadline', async (t) => {
   const never: Provider = { ...providerOf(), submit: () => new Promise(() => {}) }
   const job = start(rowOf({ provider_job_id: null, deadline_at: new Date(Date.now() + 150) }), never, host)
   job.awaitSubmission(never.submit({ jobId: job.id, model: 'm', input: {}, callbackUrl: null }, job.pj))
-  t.ok(await until(() => job.terminal, 2000), 'terminal')
+  await terminal(job, 2000)
   t.match(host.calls, [/deadline/])
 })
 
@@ -179,7 +179,7 @@ t.test('polls wake on a 10 ms grid (a shard\'s due jobs poll in one timers phase
   while (Date.now() % 10 !== 6) await new Promise<void>(resolve => setImmediate(resolve))
   const job = start(rowOf({ provider_job_id: 'p0' }), providerOf({ polls: 8 }), hostOf(0))
   job.schedule()
-  t.ok(await until(() => job.terminal), 'the job completed')
+  await terminal(job)
   globalThis.setTimeout = real
   t.ok(targets.length >= 7, `${targets.length} polls armed`)
   // (+1: the clock may tick between schedule() reading it and this wrapper reading it)
@@ -201,9 +201,10 @@ t.test('a job created on a full route holds its queue place from creation (waitF
   t.equal(route.queued, 1, 'a second call keeps one place')
   t.notOk(await route.take(pj, 'job_BBBBBBBBBBBBBBBB'), 'a later job waits behind it')
   job.schedule(0)
-  t.ok(await until(() => host.calls.length > 0 || provider.submits.length > 0, 100) === false, 'no submission while the route is full')
+  await sleep(100) // time: proves nothing is submitted within a window while the route is full
+  t.same([host.calls, provider.submits], [[], []], 'no submission while the route is full')
   route.release('job_OTHEROTHEROTHER') // room frees: the queue's first is woken
-  t.ok(await until(() => job.terminal), 'submitted and completed')
+  await terminal(job)
   t.equal(provider.submits.length, 1)
   t.equal(route.queued, 0)
 })

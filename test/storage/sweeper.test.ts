@@ -3,6 +3,7 @@ import { pino } from 'pino'
 import { UploadSweeper } from '../../src/storage/sweeper.js'
 import { createUser, startServer } from '../helpers/server.js'
 import { mp4, multipart, png } from '../fixtures/media.js'
+import { settled } from '../helpers/wait.js'
 
 const s = await startServer(t, { TIER_LIMITS: JSON.stringify({ free: { rpm: 100000 } }) })
 const user = await createUser(s)
@@ -66,8 +67,7 @@ t.test('start() sweeps at once on an unref\'d timer and stop() waits for it', as
   await sql`UPDATE uploads SET expires_at = now() - interval '1 minute' WHERE key = ${key}`
   const sweeper = new UploadSweeper(sql, storage, log, { intervalMs: 60_000 })
   sweeper.start()
-  for (let i = 0; i < 100 && (await sql`SELECT 1 FROM uploads WHERE key = ${key}`).length > 0; i++) await new Promise(r => setTimeout(r, 20))
-  t.equal((await sql`SELECT 1 FROM uploads WHERE key = ${key}`).length, 0, 'swept at start')
+  t.equal((await settled(() => sql`SELECT 1 FROM uploads WHERE key = ${key}`, rows => rows.length === 0, { timeoutMs: 2000, everyMs: 20 })).length, 0, 'swept at start')
   await sweeper.stop()
   t.equal(await sweeper.sweep(), 0, 'a stopped sweeper does nothing')
 })

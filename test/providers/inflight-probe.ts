@@ -18,6 +18,7 @@ import { startService } from '../../bench/lib/children.js'
 import { cpuUs, rssBytes } from '../../bench/lib/proc.js'
 import { createDatabase, DEFAULT_DATABASE_URL, ledgerInvariant, seedAccounts, type SeededAccount } from '../../bench/lib/seed.js'
 import { RAISED_TIER_LIMITS } from '../../bench/lib/stack.js'
+import { sleep } from '../helpers/wait.js'
 
 const { values: a } = parseArgs({
   options: {
@@ -32,7 +33,6 @@ const { values: a } = parseArgs({
 const N = Number(a.jobs)
 const RPS = Number(a.rps)
 const WAIT_S = Number(a['wait-s'])
-const sleep = (ms: number) => new Promise<void>(resolve => setTimeout(resolve, ms))
 const log = (...x: unknown[]) => console.error(new Date().toISOString().slice(11, 19), ...x)
 
 /** Every status call answers IN_PROGRESS: a step list that never runs out (shared by every job's plan). */

@@ -243,6 +243,6 @@ t.test('a waiting job parks instead of keeping a timer, and a job past its deadl
   const host2 = hostOf(0)
   const late = reconciled(rowOf({ provider_job_id: 'p1', deadline_at: new Date(Date.now() - 1000) }), providerOf({ polls: 1 }), host2, 60_000)
   late.schedule(0)
-  t.ok(await until(() => late.terminal), 'ended')
+  await terminal(late)
   t.same(host2.calls, ['complete mem://results/job_AAAAAAAAAAAAAAAA.png'], 'completed by the last poll, not failed by the deadline')
 })

@@ -9,8 +9,8 @@ import { applyCredit } from '../../src/db/accounts.js'
 import { migrate } from '../../src/db/migrate.js'
 import { freshDatabase } from '../helpers/db.js'
 import { createUser, startServer } from '../helpers/server.js'
+import { sleep, waitFor } from '../helpers/wait.js'
 
-const sleep = (ms: number) => new Promise(resolve => setTimeout(resolve, ms))
 
 async function ledgerMismatches (sql: Sql): Promise<any[]> {
   return sql<any[]>`
@@ -20,12 +20,7 @@ async function ledgerMismatches (sql: Sql): Promise<any[]> {
 }
 
 async function until (cond: () => boolean, ms = 5000): Promise<boolean> {
-  const end = Date.now() + ms
-  while (!cond()) {
-    if (Date.now() > end) return false
-    await sleep(10)
-  }
-  return true
+  try { await waitFor(cond, { what: 'condition', timeoutMs: ms, everyMs: 10 }); return true } catch { return false }
 }
 
 t.test('through the running service', async (t) => {
@@ -172,7 +167,7 @@ t.test('GroupCommit on its own', async (t) => {
           if (row.credits >= (b as number)) committedSeen++
         }))
       }
-      await sleep(1)
+      await sleep(1) // time: the waves arrive over separate turns, as requests do
     }
     await Promise.all(waves)
     await gc.idle()
@@ -216,7 +211,7 @@ t.test('GroupCommit on its own', async (t) => {
       ]
       await Promise.allSettled(items)
       await gc.idle()
-      await sleep(20) // let any stray statement land
+      await sleep(20) // time: a window in which a stray statement would land (nothing to wait for when none comes)
       const mismatches = await ledgerMismatches(sql)
       if (mismatches.length > 0) { t.same(mismatches, [], `round ${round}: invariant`); return }
       for (const id of ids) t.equal(await credits(id), 60, `round ${round}: account ${id} got 7 + 3 once`)
@@ -235,7 +230,7 @@ t.test('GroupCommit on its own', async (t) => {
     const slow = gc.run(async tx => {
       runs++
       await tx`SELECT 1`
-      await sleep(30)
+      await sleep(30) // time: slow on purpose, so the sibling fails while this item is mid-transaction
       return applyCredit(tx, id, 5, 'grant', null, null)
     })
     const bad = gc.run(tx => tx`UPDATE accounts SET credits = -1 WHERE id = ${victim}`)
@@ -243,7 +238,7 @@ t.test('GroupCommit on its own', async (t) => {
     t.equal(a.status, 'fulfilled', 'the slow item commits')
     t.equal(b.status, 'rejected', 'the bad one fails')
     await gc.idle()
-    await sleep(50)
+    await sleep(50) // time: a window in which a stray statement after the ROLLBACK would land
     t.equal(await credits(id), 55, 'applied exactly once')
     t.equal((await sql<any[]>`SELECT count(*)::int AS n FROM credit_entries WHERE account_id = ${id}`)[0].n, 2, 'one opening grant + one entry')
     t.same(await ledgerMismatches(sql), [], 'invariant')

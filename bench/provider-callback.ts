@@ -38,12 +38,8 @@ export const scenario: Scenario = {
     try {
       stack = await bootStack(o, 'provider-callback', {
         PROVIDERS_FILE: file,
-        FAL_KEY: fal.key,
-        FAL_QUEUE_URL: fal.url,
-        FAL_JWKS_URL: fal.jwksUrl,
         // A submission whose answer is late is looked up in fal's request list: the stub's.
-        FAL_API_URL: fal.url,
-        WEBHOOK_ALLOWLIST: new URL(fal.url).host,
+        ...fal.serviceEnv(),
         // nano-banana-pro's estimate (catalogue) / SIM_SPEED ~ 50 ms.
         SIM_SPEED: '600',
       })

@@ -29,7 +29,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import Fastify from 'fastify'
 import postgres from 'postgres'
-import { CREATE_SCHEMA, createJob, metered, meterRequests, USAGE_SCHEMA } from './usual-create.js'
+import { CREATE_SCHEMA, createJob, LIFECYCLE_SCHEMA, metered, meterRequests, USAGE_SCHEMA } from './usual-create.js'
 
 const PRICE = 10
 const ESTIMATED_SECONDS = 15 // nano-banana
@@ -50,43 +50,7 @@ const png = readFileSync(fileURLToPath(new URL('../../../assets/sim/sample.png',
 const results = mkdtempSync(join(tmpdir(), 'genjobs-bench-lifecycle-'))
 const base = `http://127.0.0.1:${process.env.PORT}/files/`
 
-await sql.unsafe(`
-  CREATE TABLE IF NOT EXISTS bench_accounts (
-    id bigint PRIMARY KEY, email text NOT NULL, credits bigint NOT NULL DEFAULT 0 CHECK (credits >= 0),
-    created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now());
-  CREATE TABLE IF NOT EXISTS bench_credit_entries (
-    id bigserial PRIMARY KEY, account_id bigint NOT NULL REFERENCES bench_accounts(id), delta bigint NOT NULL,
-    kind text NOT NULL CHECK (kind IN ('grant', 'purchase', 'charge', 'refund', 'adjustment')), job_id text, note text,
-    created_at timestamptz NOT NULL DEFAULT now());
-  CREATE INDEX IF NOT EXISTS bench_credit_entries_account ON bench_credit_entries (account_id, id);
-  CREATE INDEX IF NOT EXISTS bench_credit_entries_job ON bench_credit_entries (job_id) WHERE job_id IS NOT NULL;
-  CREATE INDEX IF NOT EXISTS bench_credit_entries_account_created ON bench_credit_entries (account_id, created_at) INCLUDE (kind, delta);
-  CREATE TABLE IF NOT EXISTS bench_jobs (
-    id text PRIMARY KEY, account_id bigint NOT NULL REFERENCES bench_accounts(id), type text NOT NULL, model text NOT NULL,
-    status text NOT NULL, prompt text, request jsonb NOT NULL, progress integer NOT NULL DEFAULT 0,
-    credits_charged integer NOT NULL, credits_refunded integer NOT NULL DEFAULT 0, estimated_seconds integer NOT NULL,
-    result_url text, provider text NOT NULL, idempotency_key text, deadline_at timestamptz NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now(), completed_at timestamptz);
-  CREATE UNIQUE INDEX IF NOT EXISTS bench_jobs_idempotency ON bench_jobs (account_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
-  CREATE INDEX IF NOT EXISTS bench_jobs_account_created ON bench_jobs (account_id, created_at DESC, id DESC);
-  CREATE INDEX IF NOT EXISTS bench_jobs_active ON bench_jobs (account_id) WHERE status IN ('queued', 'submitted', 'processing');
-  CREATE TABLE IF NOT EXISTS bench_images (
-    id bigserial PRIMARY KEY, account_id bigint NOT NULL REFERENCES bench_accounts(id), job_id text UNIQUE REFERENCES bench_jobs(id),
-    prompt text, model text, model_id text, image_url text NOT NULL, is_favorite boolean NOT NULL DEFAULT false,
-    created_at timestamptz NOT NULL DEFAULT now(), completed_at timestamptz);
-  CREATE INDEX IF NOT EXISTS bench_images_account ON bench_images (account_id, created_at DESC, id DESC);
-  CREATE TABLE IF NOT EXISTS bench_webhooks (
-    id bigserial PRIMARY KEY, account_id bigint NOT NULL REFERENCES bench_accounts(id), url text NOT NULL, secret text NOT NULL,
-    events text[] NOT NULL, active boolean NOT NULL DEFAULT true, created_at timestamptz NOT NULL DEFAULT now(), deleted_at timestamptz);
-  CREATE INDEX IF NOT EXISTS bench_webhooks_account ON bench_webhooks (account_id) WHERE deleted_at IS NULL;
-  CREATE TABLE IF NOT EXISTS bench_webhook_deliveries (
-    id text PRIMARY KEY, event_id text NOT NULL, account_id bigint NOT NULL REFERENCES bench_accounts(id),
-    webhook_id bigint REFERENCES bench_webhooks(id), job_id text NOT NULL REFERENCES bench_jobs(id), event text NOT NULL,
-    url text NOT NULL, secret text NOT NULL, body text NOT NULL, status text NOT NULL DEFAULT 'pending',
-    attempts integer NOT NULL DEFAULT 0, next_attempt_at timestamptz NOT NULL DEFAULT now(), created_at timestamptz NOT NULL DEFAULT now());
-  CREATE INDEX IF NOT EXISTS bench_webhook_deliveries_due ON bench_webhook_deliveries (next_attempt_at) WHERE status = 'pending';
-  ${USAGE_SCHEMA}
-`)
+await sql.unsafe(LIFECYCLE_SCHEMA + USAGE_SCHEMA)
 await sql.begin(async (tx) => {
   await tx`INSERT INTO bench_accounts (id, email, credits) SELECT g, 'b' || g || '@bench.example', ${credits} FROM generate_series(1, ${accounts}) g ON CONFLICT DO NOTHING`
   await tx`INSERT INTO bench_credit_entries (account_id, delta, kind) SELECT g, ${credits}, 'grant' FROM generate_series(1, ${accounts}) g

@@ -25,11 +25,7 @@ const s = await startServer(t, {
   SHARDS: '1',
   TIER_LIMITS: UNLIMITED_TIERS,
   PROVIDERS_FILE: file,
-  FAL_KEY: fal.key,
-  FAL_QUEUE_URL: fal.url,
-  FAL_JWKS_URL: fal.jwksUrl,
-  FAL_API_URL: fal.url,
-  WEBHOOK_ALLOWLIST: new URL(fal.url).host,
+  ...fal.serviceEnv(),
 })
 const u = await paidUser(s, 1_000_000)
 

@@ -50,7 +50,8 @@ function load (srv: TestServer) {
 async function outage (t: any, kind: 'cut' | 'blackhole' | 'blackhole-cut', ms: number) {
   const restartsBefore = s.app.services.shards.restarts
   const l = load(s)
-  await waitFor(() => l.samples.some(x => x.status === 201), { what: 'the load to have a job created before the outage' })
+  // Five creations before each outage: the ledger check after the three outages has jobs of its own to look at.
+  await waitFor(() => l.samples.filter(x => x.status === 201).length >= 5, { what: 'the load to have five jobs created before the outage' })
   if (kind === 'cut') await proxy.stop(); else proxy.blackhole()
   const downAt = Date.now()
   await sleep(ms) // time: the length of the outage is the scenario under test

@@ -79,8 +79,12 @@ export class FrontendPool {
    */
   async crash (i: number): Promise<void> {
     const f = this.fronts[i - 1]
+    // Resolves once the thread is gone (before its restart), so what follows sees the port
+    // served by the others only.
+    const gone = new Promise<void>(resolve => f.worker.once('exit', () => resolve()))
     f.channel.tell('crash', {})
     f.channel.flush()
+    await gone
   }
 
   /** Drains every front end (stop accepting, finish requests, end streams, flush metering), then ends it. */

@@ -19,6 +19,7 @@ import { refusedCharge } from './decide.js'
 import type { Charged, GroupCommit } from './group-commit.js'
 import type { RedisInFlight } from './inflight.js'
 import type { ShardEvent } from './protocol.js'
+import type { RowReads } from './row-reads.js'
 import type { WaitingJobs } from './waiting.js'
 import { observeProvider } from '../worker-stats.js'
 
@@ -51,6 +52,8 @@ export interface ActorDeps {
    * keeps its own timer (tests that build one actor).
    */
   waiting?: WaitingJobs
+  /** Rows of waiting jobs whose callback came, read in batches; absent: one read each. */
+  rows?: RowReads
   emit: (ev: ShardEvent) => void
   log: (level: 'info' | 'warn' | 'error', msg: string, extra?: Record<string, unknown>) => void
 }
@@ -126,7 +129,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
     holds = true
     const submitted = performance.now()
     sentAt = Date.now()
-    submission = submitOn(r, pj, spec.prompt, deps.publicBaseUrl)
+    submission = submitOn(r, pj, a.id, spec.prompt, deps.publicBaseUrl)
     let timer: NodeJS.Timeout | undefined
     const answer = await Promise.race([
       submission.then(handle => ({ ok: true as const, handle }), error => ({ ok: false as const, error })),
@@ -152,7 +155,8 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
         let found: UpstreamHandle[] | null = null
         try {
           const left = Math.max(1000, Math.round(deps.submitTimeoutMs - (performance.now() - submitted)))
-          found = await findLost(deps.sql, r, pj, spec.prompt, deps.publicBaseUrl, new Date(sentAt - LOOKUP_MARGIN_MS), undefined, AbortSignal.timeout(left))
+          const since = new Date(sentAt - LOOKUP_MARGIN_MS)
+          found = await findLost(deps.sql, r, pj, a.id, spec.prompt, deps.publicBaseUrl, since, undefined, AbortSignal.timeout(left))
         } catch (err) {
           events.push({ job_id: id, source: 'submit', route: r.key, state: 'lookup_failed', detail: { error: String((err as Error)?.message ?? err) } })
         }

@@ -140,56 +140,84 @@ export class LiveJobs implements JobHost {
     return job
   }
 
-  /** The job's callback came while it waits: it runs again (its row read by id). */
-  private async unpark (jobId: string, state: UpstreamState | undefined): Promise<JobActor | 'waking' | null> {
+  /**
+   * A verified provider callback for a job of this account. A live job takes it at once. A
+   * waiting job is claimed from the shard's index and its row read outside the account's
+   * mailbox, batched with the other reads of the moment (RowReads), then runs again with this
+   * state. A job this node does not run (another node holds its lease) is settled here when the
+   * callback reports an end: the terminal transition is a conditional UPDATE with the refund in
+   * the same transaction, so exactly one node moves the money.
+   *
+   * `upstreamId` (the front end read no row: job and account came from our callback URL): the
+   * callback is taken only by a job this node runs holding that upstream id; otherwise the answer
+   * is 'unmatched' and the front end looks the id up in the database (docs/providers.md "Callbacks").
+   */
+  callback (jobId: string, state: UpstreamState | undefined, upstream?: { provider: string; id: string }, upstreamId?: string): Promise<'live' | 'settled' | 'ignored' | 'unmatched'> {
     const w = this.a.deps.waiting
-    if (!w) return null
-    const rec = w.take(jobId, state)
-    if (rec === null) return w.has(jobId) ? 'waking' : null
+    // A waiting job of this account (docs/architecture.md "Waiting jobs"; the index is the
+    // shard's, and an id from a callback URL may name another account's job): found by id, run
+    // again with this state.
+    if (w !== undefined && !this.jobs.has(jobId) && w.get(jobId)?.account === this.a.id) {
+      const rec = w.claim(jobId, upstream || upstreamId !== undefined ? undefined : state)
+      if (rec !== null) return this.unpark(rec, state, upstream, upstreamId)
+      // Being woken: the state goes along with its wake-up (kept by claim). One whose upstream
+      // id is still to check is answered from the database's side.
+      return Promise.resolve(upstreamId !== undefined ? 'unmatched' as const : 'live' as const)
+    }
+    return this.a.mailbox.post(() => {
+      const live = this.jobs.get(jobId)
+      if (upstreamId !== undefined) {
+        if (!live || live.handle?.id !== upstreamId) return 'unmatched' as const
+        live.poke(state)
+        return 'live' as const
+      }
+      return this.deliver(jobId, live, state, upstream)
+    })
+  }
+
+  /** A claimed waiting job: its row read (batched), then, in the account's turn, it runs again. */
+  private async unpark (rec: WaitingJob, state: UpstreamState | undefined, upstream?: { provider: string; id: string }, upstreamId?: string): Promise<'live' | 'settled' | 'ignored' | 'unmatched'> {
+    const w = this.a.deps.waiting!
     let row: UpstreamJobRow | undefined
-    try { row = await within(getJob(this.a.deps.sql, jobId)) as UpstreamJobRow | undefined } catch (err) {
-      // Read again at its due time (soon): nothing is lost, the callback's state is kept.
-      w.add(rec.id, rec.account, rec.key < 0 ? null : rec.key, Date.now() + 1000, rec.polls, rec.label)
+    try {
+      row = await (this.a.deps.rows ? this.a.deps.rows.get(rec.id) : within(getJob(this.a.deps.sql, rec.id))) as UpstreamJobRow | undefined
+    } catch (err) {
+      // Read again at its due time (soon); the provider sends the callback again on our error.
+      w.unclaim(rec, Date.now() + 1000)
       throw err
     }
-    return this.wake(row, rec, false, state)
+    if (upstreamId !== undefined && (row === undefined || row.provider_job_id !== upstreamId || row.account_id !== this.a.id)) {
+      w.unclaim(rec)
+      return 'unmatched'
+    }
+    return this.a.mailbox.post(() => {
+      const woke = this.wake(row, rec, false, upstream ? undefined : state)
+      if (woke !== null && !upstream) return 'live' as const
+      return this.deliver(rec.id, woke ?? undefined, state, upstream, row ?? null)
+    })
   }
 
   /**
-   * A verified provider callback for a job of this account. A live job takes
-   * it at once. A job this node does not run (another node holds its lease) is settled here
-   * when the callback reports an end: the terminal transition is a conditional UPDATE with the
-   * refund in the same transaction, so exactly one node moves the money.
+   * The callback for `live` (undefined: not running here), in the account's turn. `known`: the
+   * job's row when it was just read (null: gone).
    */
-  callback (jobId: string, state: UpstreamState | undefined, upstream?: { provider: string; id: string }): Promise<'live' | 'settled' | 'ignored'> {
-    return this.a.mailbox.post(async () => {
-      let live = this.jobs.get(jobId)
-      if (!live) {
-        // A waiting job (docs/architecture.md "Waiting jobs"): found by id, run again with this state.
-        const woke = await this.unpark(jobId, upstream ? undefined : state)
-        if (woke === 'waking') return 'live' as const
-        if (woke !== null) {
-          if (!upstream) return 'live' as const
-          live = woke
-        }
-      }
-      // An upstream id no job holds, named for this job by its callback URL: the job checks it
-      // (a lost submission to adopt, or a duplicate to cancel). Only the node running it acts.
-      if (upstream) {
-        if (!live) return 'ignored' as const
-        live.candidate(upstream.provider, upstream.id)
-        return 'live' as const
-      }
-      if (live) { live.poke(state); return 'live' as const }
-      const row = await within(getJob(this.a.deps.sql, jobId)) as UpstreamJobRow | undefined
-      if (!row || row.account_id !== this.a.id || TERMINAL.has(row.status) || row.provider_job_id === null) return 'ignored' as const
-      await this.a.load()
-      const job = this.actorFor(row)
-      // Not registered: it runs one step and is dropped (the owner keeps polling).
-      job.oneShot = true
-      job.poke(state)
-      return 'settled' as const
-    })
+  private async deliver (jobId: string, live: JobActor | undefined, state: UpstreamState | undefined, upstream?: { provider: string; id: string }, known?: UpstreamJobRow | null): Promise<'live' | 'settled' | 'ignored'> {
+    // An upstream id no job holds, named for this job by its callback URL: the job checks it
+    // (a lost submission to adopt, or a duplicate to cancel). Only the node running it acts.
+    if (upstream) {
+      if (!live) return 'ignored'
+      live.candidate(upstream.provider, upstream.id)
+      return 'live'
+    }
+    if (live) { live.poke(state); return 'live' }
+    const row = known !== undefined ? known ?? undefined : await within(getJob(this.a.deps.sql, jobId)) as UpstreamJobRow | undefined
+    if (!row || row.account_id !== this.a.id || TERMINAL.has(row.status) || row.provider_job_id === null) return 'ignored'
+    await this.a.load()
+    const job = this.actorFor(row)
+    // Not registered: it runs one step and is dropped (the owner keeps polling).
+    job.oneShot = true
+    job.poke(state)
+    return 'settled'
   }
 
   /** A job this node no longer runs (ended elsewhere, or leased to another node). */
@@ -288,7 +316,7 @@ export class LiveJobs implements JobHost {
   }
 
   submitWith (job: JobActor, route: Route): Promise<UpstreamHandle> {
-    return submitOn(route, job.pj, job.row.prompt, this.a.deps.publicBaseUrl)
+    return submitOn(route, job.pj, this.a.id, job.row.prompt, this.a.deps.publicBaseUrl)
   }
 
   /** A submission without a definitive answer (docs/providers.md "No duplicate upstream jobs"). */
@@ -307,18 +335,29 @@ export class LiveJobs implements JobHost {
   }
 
   find (job: JobActor, route: Route, since: Date, candidate?: string): Promise<UpstreamHandle[]> {
-    return findLost(this.a.deps.sql, route, job.pj, job.row.prompt, this.a.deps.publicBaseUrl, since, candidate)
+    return findLost(this.a.deps.sql, route, job.pj, this.a.id, job.row.prompt, this.a.deps.publicBaseUrl, since, candidate)
   }
 
+  /**
+   * The completion is queued in the account's turn and awaited after it (docs/architecture.md
+   * "Durability"): the account's next message does not wait for this commit, so the completions
+   * of one account join one group commit. `terminal` keeps every later change of the job out
+   * meanwhile; a commit that fails gives the job back to its tick, which retries.
+   */
   complete (job: JobActor, resultUrl: string, events: UpstreamEvent[] = [], thumbnailUrl: string | null = null): Promise<void> {
-    return this.a.mailbox.post(async () => {
-      if (job.terminal) return
-      const r = job.row
-      const at = new Date()
+    const at = new Date()
+    return this.a.mailbox.post(() => {
+      if (job.terminal) return null
       const base = this.a.deps.publicBaseUrl
       const history = job.route.recordsHistory ? { route: job.route.key, events } : null
       const media = { thumbnailUrl, embedUrl: (token: string) => embedUrlOf(base, token) }
-      const done = await this.a.deps.commit.complete({ row: r, resultUrl, at }, { history, media })
+      job.terminal = true
+      return { done: this.a.deps.commit.complete({ row: job.row, resultUrl, at }, { history, media }) }
+    }).then(async (queued) => {
+      if (queued === null) return
+      let done: boolean
+      try { done = await queued.done } catch (err) { job.terminal = false; throw err }
+      const r = job.row
       this.finished(job)
       if (!done) { await this.refreshView(r.id); return }
       Object.assign(r, { status: 'completed', progress: 100, result_url: resultUrl, updated_at: at, completed_at: at })

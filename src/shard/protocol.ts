@@ -40,11 +40,14 @@ export interface ShardRequests {
   /** A content-policy hit: counts it and suspends the account at the threshold. */
   'account.violation': { req: { accountId: number }; res: { violations: number; banned: boolean } }
   /**
-   * A verified provider callback for a job of this account: `state` when
-   * the callback is signed over its body, else absent (a hint: the job polls now).
+   * A verified provider callback for a job of this account: `state` when the callback is
+   * signed over its body, else absent (a hint: the job polls now). `upstream`: an id no job
+   * holds that the callback URL names for this job (a lost submission or a duplicate).
+   * `upstreamId`: the front end took job and account from the callback URL without reading the
+   * database; the shard answers 'unmatched' unless it runs that job holding that upstream id
+   * (docs/providers.md "Callbacks").
    */
-  /** `upstream`: an id no job holds that the callback URL names for this job (a lost submission or a duplicate). */
-  'job.callback': { req: { accountId: number; jobId: string; state?: UpstreamState; upstream?: { provider: string; id: string } }; res: 'live' | 'settled' | 'ignored' }
+  'job.callback': { req: { accountId: number; jobId: string; state?: UpstreamState; upstream?: { provider: string; id: string }; upstreamId?: string }; res: 'live' | 'settled' | 'ignored' | 'unmatched' }
   /** Each configured route's breaker, in-flight and queued counts on this shard (GET /v1/health). */
   'shard.routes': { req: Record<never, never>; res: RouteState[] }
   /** Test and ops probe: answers after the shard's pending group commit is durable. */

@@ -1,7 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { createLogger } from '../log.js'
 import { ApiError } from '../errors.js'
-import { connect, containDriverFaults, DbHealth, dbUnavailable, isDbUnavailable, ping } from '../db/connect.js'
+import { connect, containDriverFaults, DbHealth, dbUnavailable, isDbUnavailable, ping, within } from '../db/connect.js'
 import { claimJobs, heldJobs, LEASE_MS, renewShardLease, saveProgress } from '../db/jobs.js'
 import type { JobRow } from '../jobs/view.js'
 import { Providers } from '../providers/registry.js'
@@ -16,6 +16,7 @@ import type { FromShard, ShardInit, ToShard } from './protocol.js'
 import { specOfOrder } from '../jobs/spec.js'
 import { jobsByIds, ownedActiveJobs } from '../db/upstream.js'
 import { WaitingJobs, type WaitingJob } from './waiting.js'
+import { RowReads } from './row-reads.js'
 
 /**
  * A shard: one worker thread owning the actors of accounts `id mod N == shard`
@@ -52,6 +53,7 @@ const deps: ActorDeps = {
   inflight: config.redisUrl !== undefined ? new RedisInFlight(config.redisUrl, config.redisPrefix, LEASE_MS) : null,
   progress: new Map<string, { row: JobRow; since: number }>(),
   waiting: new WaitingJobs((due) => { void wakeDue(due) }),
+  rows: new RowReads(ids => within(jobsByIds(sql, ids))),
   emit: (ev) => { if (ev.type === 'job.updated') main.tell(ev.type, ev); else main.tell(ev.type, ev) },
   log: (level, msg, extra) => log[level](extra ?? {}, msg),
 }
@@ -84,7 +86,7 @@ const handlers: Handlers<ToShard> = {
   'job.create': (m) => on(m.accountId, a => a.createJob({ ...m, spec: specOfOrder(m.spec) })),
   'job.cancel': (m) => on(m.accountId, a => a.live.cancel(m.jobId)),
   'batch.create': (m) => on(m.accountId, a => a.createBatch({ ...m, items: m.items.map(i => i.spec ? { ...i, spec: specOfOrder(i.spec) } : { ...i, spec: undefined }) })),
-  'job.callback': (m) => on(m.accountId, a => a.live.callback(m.jobId, m.state, m.upstream)),
+  'job.callback': (m) => on(m.accountId, a => a.live.callback(m.jobId, m.state, m.upstream, m.upstreamId)),
   'shard.routes': async () => deps.providers.states(),
   'shard.ping': async () => { await commit.idle(); return { shard: init.shard, actors: accounts.size } },
   'shard.stats': async () => snapshotStats(),

@@ -8,9 +8,15 @@ import { mapInput } from '../providers/routing.js'
  * The provider-facing helpers of the job path, kept out of account-actor.ts.
  */
 
-/** Where a provider calls back (docs/providers.md "Routing"): `{PUBLIC_BASE_URL}/v1/providers/{name}/callback`. */
-export function callbackUrlOf (publicBaseUrl: string, provider: string, jobId: string): string {
-  return `${publicBaseUrl}/v1/providers/${provider}/callback?job=${encodeURIComponent(jobId)}`
+/**
+ * Where a provider calls back (docs/providers.md "Routing"):
+ * `{PUBLIC_BASE_URL}/v1/providers/{name}/callback?job={id}&account={account}`. The account
+ * lets the front end ask the job's shard without reading the database (docs/providers.md
+ * "Callbacks"); neither is trusted: the shard answers only for a job it runs with that
+ * upstream id.
+ */
+export function callbackUrlOf (publicBaseUrl: string, provider: string, jobId: string, account: number): string {
+  return `${publicBaseUrl}/v1/providers/${provider}/callback?job=${encodeURIComponent(jobId)}&account=${account}`
 }
 
 /**
@@ -26,14 +32,14 @@ export function deadlineOf (route: Route, estimatedSeconds: number, simSpeed: nu
 }
 
 /** Our callback URL for `job` on `route` (the job id in its query), or null when the route's callbacks cannot be verified. */
-function callbackFor (route: Route, jobId: string, publicBaseUrl: string): string | null {
-  return route.provider.verifyCallback && route.provider.takesCallbacks ? callbackUrlOf(publicBaseUrl, route.provider.name, jobId) : null
+function callbackFor (route: Route, jobId: string, account: number, publicBaseUrl: string): string | null {
+  return route.provider.verifyCallback && route.provider.takesCallbacks ? callbackUrlOf(publicBaseUrl, route.provider.name, jobId, account) : null
 }
 
 /** Submits `job` on `route`: the route's input mapping applied, our callback URL when its callbacks can be verified. */
-export function submitOn (route: Route, job: ProviderJob, prompt: string | null, publicBaseUrl: string): Promise<UpstreamHandle> {
+export function submitOn (route: Route, job: ProviderJob, account: number, prompt: string | null, publicBaseUrl: string): Promise<UpstreamHandle> {
   const input = mapInput(route.spec.input, job.request, prompt)
-  return route.provider.submit({ jobId: job.id, model: route.spec.model, input, callbackUrl: callbackFor(route, job.id, publicBaseUrl) }, job)
+  return route.provider.submit({ jobId: job.id, model: route.spec.model, input, callbackUrl: callbackFor(route, job.id, account, publicBaseUrl) }, job)
 }
 
 /** Budget of one lookup of a lost submission. */
@@ -46,13 +52,13 @@ const LOOKUP_TIMEOUT_MS = 30_000
  * provider has none; throws when it cannot tell.
  */
 export async function findLost (
-  sql: Q, route: Route, job: ProviderJob, prompt: string | null, publicBaseUrl: string, since: Date, candidate?: string, signal?: AbortSignal
+  sql: Q, route: Route, job: ProviderJob, account: number, prompt: string | null, publicBaseUrl: string, since: Date, candidate?: string, signal?: AbortSignal
 ): Promise<UpstreamHandle[]> {
   const p = route.provider
   if (!p.find) return []
   const found = await p.find({
     jobId: job.id, model: route.spec.model, input: mapInput(route.spec.input, job.request, prompt),
-    callbackUrl: callbackFor(route, job.id, publicBaseUrl), since, candidate,
+    callbackUrl: callbackFor(route, job.id, account, publicBaseUrl), since, candidate,
   }, signal ?? AbortSignal.timeout(LOOKUP_TIMEOUT_MS))
   const taken = await claimedUpstreamIds(sql, p.name, found.map(h => h.id), job.id)
   return found.filter(h => !taken.has(h.id))

@@ -66,15 +66,26 @@ export class WaitingJobs {
   }
 
   /**
-   * The job's callback came: the record leaves the index and the caller runs the job. A record
-   * being woken stays (its wake-up takes `pushed` along); null then, and for unknown ids.
+   * A callback came for a waiting job: its record leaves the heap but stays known by id while
+   * its row is read (a second callback meanwhile finds it being woken: `take` and `claim`
+   * answer null and keep the state in `pushed`). The caller then runs it (`woken`) or puts it
+   * back (`unclaim`). Null for unknown ids and records already being woken.
    */
-  take (id: string, pushed?: unknown): WaitingJob | null {
+  claim (id: string, pushed?: unknown): WaitingJob | null {
     const rec = this.byId.get(id)
     if (!rec) return null
     if (rec.at < 0) { if (pushed !== undefined) rec.pushed = pushed; return null }
-    this.remove(rec)
+    this.cut(rec.at)
+    rec.at = -1
     return rec
+  }
+
+  /** A claimed record goes back to waiting, due at `dueMs` or as it was (its row could not be read, or the callback was not its own). */
+  unclaim (rec: WaitingJob, dueMs?: number): void {
+    if (this.byId.get(rec.id) !== rec || rec.at >= 0) return
+    if (dueMs !== undefined) rec.due = unitsOf(dueMs)
+    this.push(rec)
+    this.arm()
   }
 
   /** A woken record runs again (or was dropped): it leaves the index. */

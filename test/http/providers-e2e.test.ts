@@ -104,6 +104,42 @@ t.test('completion by callback: the signed fal callback completes the job before
   t.equal(lib.body.data.find((v: any) => v.prompt === 'a lighthouse in a storm')?.video_url, job.result_url, 'the library video points at our copy')
 })
 
+t.test('the callback URL names job and account for the shard; a forged account or another job\'s upstream id is looked up, never trusted', async (t) => {
+  fal.plan({ steps: ['queued'], outcome: 'succeeded', media: 'mp4', finishAfterMs: null, callback: false })
+  const one = await s.req('POST', '/v1/generate/video', { key: u.key, body: { model: 'veo3-fast', prompt: 'named one' } })
+  const two = await s.req('POST', '/v1/generate/video', { key: u.key, body: { model: 'veo3-fast', prompt: 'named two' } })
+  t.equal(one.status, 201, one.text)
+  t.equal(two.status, 201, two.text)
+  const up1 = await upstreamOf(one.body.id)
+  const up2 = await upstreamOf(two.body.id)
+  const url1 = new URL(fal.jobs.get(up1)!.callbackUrl!)
+  t.equal(url1.searchParams.get('job'), one.body.id, 'the job id in our callback URL')
+  t.equal(url1.searchParams.get('account'), String(u.id), 'and its account (the shard to ask)')
+
+  // Job two's signed callback sent to job one's URL: the shard runs job one, which does not hold
+  // that upstream id, so the id is looked up: job two completes, job one is untouched.
+  fal.finish(up2)
+  const crossed = await fal.deliver(up2, { url: url1.href })
+  t.equal(crossed.status, 200)
+  const { job: done2 } = await pollJob(s, u, two.body.id, { timeoutMs: 4000, everyMs: 50 })
+  t.equal(done2.status, 'completed')
+  const mid = await s.req('GET', `/v1/jobs/${one.body.id}`, { key: u.key })
+  t.not(mid.body.status, 'completed', 'job one did not take job two\'s result')
+
+  // Job one's own callback with a forged account: that account's shard knows no such job; the
+  // lookup finds it.
+  fal.finish(up1)
+  const forged = new URL(url1)
+  forged.searchParams.set('account', String(Number(u.id) + 1_000_000))
+  const own = await fal.deliver(up1, { url: forged.href })
+  t.equal(own.status, 200)
+  const { job: done1 } = await pollJob(s, u, one.body.id, { timeoutMs: 4000, everyMs: 50 })
+  t.equal(done1.status, 'completed')
+  t.not(done1.result_url, done2.result_url, 'each job has its own result')
+  const entries = await sql`SELECT job_id, kind FROM credit_entries WHERE job_id IN (${one.body.id}, ${two.body.id}) ORDER BY job_id`
+  t.same(entries.map((e: any) => e.kind), ['charge', 'charge'], 'one charge each, no refund')
+})
+
 t.test('forged, stale, wrong-key and replayed callbacks change nothing; lost callback: polling completes the job', async (t) => {
   fal.plan({ steps: ['queued'], outcome: 'succeeded', media: 'mp4', finishAfterMs: null, callback: false })
   const r = await s.req('POST', '/v1/generate/video', { key: u.key, body: { model: 'veo3-fast', prompt: 'forgery target' } })

@@ -30,24 +30,45 @@ t.test('due records wake in due order, in batches, never more than maxActive at 
   w.close()
 })
 
-t.test('a callback takes its record by id; one being woken keeps the state for its wake-up', async (t) => {
+t.test('a callback claims its record by id; one being woken keeps the state for its wake-up', async (t) => {
   const woken: WaitingJob[] = []
   const w = new WaitingJobs(due => { woken.push(...due) }, 10)
   w.add('job_a', 1, 7, Date.now() + 60_000, 2, 'running 40')
   w.add('job_b', 1, null, Date.now(), 0, null)
-  const a = w.take('job_a')
+  const a = w.claim('job_a')
   t.equal(a?.polls, 2)
   t.equal(a?.label, 'running 40')
   t.equal(a?.key, 7)
-  t.notOk(w.has('job_a'), 'left the index')
-  t.equal(w.take('job_unknown'), null)
+  t.ok(w.has('job_a'), 'still known by id while its row is read')
+  t.equal(w.claim('job_a', { state: 'running' }), null, 'a second callback meanwhile does not claim it again')
+  t.same(a?.pushed, { state: 'running' }, 'its state rides along with the first')
+  w.woken(a!)
+  t.notOk(w.has('job_a'), 'left the index once it runs')
+  t.equal(w.claim('job_unknown'), null)
   await waitFor(() => woken.length === 1)
-  t.equal(w.take('job_b', { state: 'succeeded' }), null, 'being woken: not taken')
+  t.equal(w.claim('job_b', { state: 'succeeded' }), null, 'being woken: not claimed')
   t.same(woken[0].pushed, { state: 'succeeded' }, 'the state rides along')
   w.retry(woken, 10)
   t.ok(w.has('job_b'), 'put back after a failed read')
   await waitFor(() => woken.length === 2)
   t.equal(woken[1].id, 'job_b')
+  w.close()
+})
+
+t.test('an unclaimed record waits again: at its own due time, or at the one given', async (t) => {
+  const woken: string[] = []
+  const w = new WaitingJobs(due => { for (const r of due) { woken.push(r.id); w.woken(r); w.settled() } }, 10)
+  w.add('job_far', 1, null, Date.now() + 60_000, 0, null)
+  w.add('job_near', 1, null, Date.now() + 60_000, 0, null)
+  const far = w.claim('job_far')!
+  const near = w.claim('job_near')!
+  w.unclaim(far)
+  w.unclaim(near, Date.now() + 20)
+  t.equal(w.size, 2)
+  await waitFor(() => woken.length === 1)
+  t.same(woken, ['job_near'], 'the one due soon woke; the other keeps its minute')
+  t.ok(w.has('job_far'))
+  t.equal(w.claim('job_far')?.id, 'job_far', 'and can be claimed again')
   w.close()
 })
 

@@ -83,6 +83,15 @@ async function callback (ctx: RouteContext) {
     if (!keysUnavailable(v.reason)) refusals.hit(ip)
     throw new ApiError('CALLBACK_UNVERIFIED', `Callback verification failed: ${v.reason}`)
   }
+  // Our callback URL names the job and its account: the account's shard answers without a
+  // database read when it runs that job holding this upstream id (docs/providers.md
+  // "Callbacks"); neither query parameter is trusted, so anything else is looked up below.
+  const named = ctx.query.get('job')
+  const account = Number(ctx.query.get('account') ?? NaN)
+  if (named !== null && Number.isSafeInteger(account) && account > 0) {
+    const outcome = await ctx.services.shards.ask(account, { type: 'job.callback', accountId: account, jobId: named, state: v.state, upstreamId: v.upstreamId })
+    if (outcome !== 'unmatched') return { status: 200, body: { received: true, job_id: named, outcome } }
+  }
   // A fast provider can call back before the creation that submitted the job has committed
   // its row: look again for a moment before calling the id unknown.
   let job = await findJobByUpstream(ctx.services.sql, name, v.upstreamId)
@@ -96,7 +105,6 @@ async function callback (ctx: RouteContext) {
     // a submission whose answer was lost, or a duplicate (docs/providers.md "No duplicate
     // upstream jobs"). The job checks the id with the provider before adopting or cancelling it
     // (the query is not signed); a job that already ended gets the id in its history.
-    const named = ctx.query.get('job')
     const row = named ? await getJob(ctx.services.sql, named) : undefined
     if (!row || row.provider_job_id === v.upstreamId) return { status: 200, body: { received: true, job_id: null, outcome: 'unknown_upstream_id' } }
     if (row.status === 'completed' || row.status === 'failed' || row.status === 'cancelled') {

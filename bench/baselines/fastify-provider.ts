@@ -38,7 +38,8 @@ const falUrl = process.env.FAL_URL!
 const falKey = process.env.FAL_KEY!
 const jwksUrl = process.env.FAL_JWKS_URL!
 const port = Number(process.env.PORT)
-const results = mkdtempSync(join(tmpdir(), 'genjobs-bench-provider-'))
+// The runner's data directory (removed when the run ends, bench/lib/children.ts), else its own.
+const results = process.env.BENCH_DATA_DIR ?? mkdtempSync(join(tmpdir(), 'genjobs-bench-provider-'))
 const base = `http://127.0.0.1:${port}/files/`
 
 await sql.unsafe(LIFECYCLE_SCHEMA)
@@ -171,6 +172,9 @@ process.on('message', (m: any) => {
   if (m?.cmd === 'stats') process.send!({ id: m.id, callbacks, refused, failures })
 })
 process.on('SIGTERM', () => {
-  app.close().then(() => sql.end({ timeout: 2 })).then(() => { rmSync(results, { recursive: true, force: true }); process.exit(0) })
+  app.close().then(() => sql.end({ timeout: 2 })).then(() => {
+  if (process.env.BENCH_DATA_DIR === undefined) rmSync(results, { recursive: true, force: true })
+  process.exit(0)
+})
 })
 process.send!({ type: 'ready' })

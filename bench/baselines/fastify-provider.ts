@@ -173,8 +173,8 @@ process.on('message', (m: any) => {
 })
 process.on('SIGTERM', () => {
   app.close().then(() => sql.end({ timeout: 2 })).then(() => {
-  if (process.env.BENCH_DATA_DIR === undefined) rmSync(results, { recursive: true, force: true })
-  process.exit(0)
-})
+    if (process.env.BENCH_DATA_DIR === undefined) rmSync(results, { recursive: true, force: true })
+    process.exit(0)
+  })
 })
 process.send!({ type: 'ready' })

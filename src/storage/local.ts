@@ -1,18 +1,28 @@
-import { createHash, randomBytes } from 'node:crypto'
-import { createReadStream, createWriteStream } from 'node:fs'
-import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
+import { createHash, randomBytes, type Hash } from 'node:crypto'
+import { createWriteStream } from 'node:fs'
+import { mkdir, open, readFile, rename, rm, type FileHandle } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { Transform, type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
+import { ETAG_OFFSET, HEADER_MAX, decodeHeader, encodeHeader, storableContentType, type ObjectHeader } from './object-header.js'
 import { isSafeKey, type ByteRange, type PutOptions, type Storage, type StoredObject } from './storage.js'
 
-interface Meta { contentType: string; etag: string }
+/** The sidecar of the previous layout, `<file>.meta`, still read for objects written by it. */
+interface LegacyMeta { contentType: string; etag: string }
+
+const TMP_RE = /\.tmp-\d+-[0-9a-f]+$/
+/** Stands in for the ETag of a streamed object until its content is hashed (same length). */
+const PLACEHOLDER_ETAG = `"${'0'.repeat(27)}"`
+
+function etagOf (hash: Hash): string { return `"${hash.digest('base64url').slice(0, 27)}"` }
 
 /**
- * Local-filesystem storage under DATA_DIR/media (the default; docs/architecture.md "Providers and media"), served by
- * the front end under /files/. The content type and ETag sit beside each object in
- * `<file>.meta`; the ETag is a hash of the content, so it is stable across restarts and nodes
- * sharing the directory.
+ * Local-filesystem storage under DATA_DIR/media (the default; docs/architecture.md "Providers
+ * and media"), served by the front end under /files/. Each object is ONE file: a small header
+ * with its content type and ETag, then its bytes (object-header.ts; docs/decisions.md "Local
+ * objects carry their own metadata"). The ETag is a hash of the content, stored with it, so it
+ * is stable across restarts and nodes sharing the directory. Objects of the previous layout
+ * (bytes only, metadata in `<file>.meta`) are still read and deleted.
  */
 export class LocalStorage implements Storage {
   readonly driver = 'local' as const
@@ -27,6 +37,7 @@ export class LocalStorage implements Storage {
 
   async put (key: string, data: Buffer | Readable, contentType: string, _opts?: PutOptions): Promise<StoredObject> {
     const p = this.path(key)
+    if (!storableContentType(contentType)) throw new Error(`content type ${JSON.stringify(contentType.slice(0, 80))} cannot be stored`)
     const dir = dirname(p)
     if (Buffer.isBuffer(data) && this.dirs.has(dir)) {
       // A directory removed behind our back (an operator's cleanup) is made again.
@@ -45,21 +56,11 @@ export class LocalStorage implements Storage {
   private async write (key: string, p: string, data: Buffer | Readable, contentType: string): Promise<StoredObject> {
     // Written beside the target and renamed into place: readers never see half a file.
     const tmp = `${p}.tmp-${process.pid}-${randomBytes(6).toString('hex')}`
-    const hash = createHash('sha256')
     try {
-      if (Buffer.isBuffer(data)) {
-        hash.update(data)
-        await writeFile(tmp, data)
-      } else {
-        const hashing = new Transform({ transform (chunk: Buffer, _enc, cb) { hash.update(chunk); cb(null, chunk) } })
-        await pipeline(data, hashing, createWriteStream(tmp))
-      }
-      const etag = `"${hash.digest('base64url').slice(0, 27)}"`
-      const meta: Meta = { contentType, etag }
-      await writeFile(`${p}.meta`, JSON.stringify(meta))
+      const w = Buffer.isBuffer(data) ? await writeBuffer(tmp, data, contentType) : await writeStream(tmp, data, contentType)
       await rename(tmp, p)
-      const st = await stat(p)
-      return { key, size: st.size, contentType, etag, lastModified: st.mtime }
+      // The time of the put, as the S3 driver answers too; head() reports the file's mtime.
+      return { key, contentType, ...w, lastModified: new Date() }
     } catch (err) {
       await rm(tmp, { force: true })
       throw err
@@ -67,31 +68,93 @@ export class LocalStorage implements Storage {
   }
 
   async head (key: string): Promise<StoredObject | null> {
-    if (!isSafeKey(key) || key.endsWith('.meta') || /\.tmp-\d+-[0-9a-f]+$/.test(key)) return null
+    if (!isSafeKey(key) || key.endsWith('.meta') || TMP_RE.test(key)) return null
+    const p = this.path(key)
+    let fh: FileHandle
+    try { fh = await open(p, 'r') } catch { return null }
     try {
-      const p = this.path(key)
-      const [st, raw] = await Promise.all([stat(p), readFile(`${p}.meta`, 'utf8')])
+      const st = await fh.stat()
       if (!st.isFile()) return null
-      const m = JSON.parse(raw) as Meta
+      const h = await readHeader(fh)
+      if (h) return { key, size: st.size - h.length, contentType: h.contentType, etag: h.etag, lastModified: st.mtime }
+      // No header: an object of the previous layout, its metadata in `<file>.meta`.
+      const m = JSON.parse(await readFile(`${p}.meta`, 'utf8')) as LegacyMeta
       return { key, size: st.size, contentType: m.contentType, etag: m.etag, lastModified: st.mtime }
-    } catch { return null }
+    } catch {
+      return null
+    } finally {
+      await fh.close().catch(() => {})
+    }
   }
 
   async read (key: string, range?: ByteRange): Promise<Readable> {
-    const stream = createReadStream(this.path(key), range ? { start: range.start, end: range.end } : {})
-    // Surface a missing file here rather than as a later 'error' event.
-    await new Promise<void>((resolve, reject) => {
-      stream.once('open', () => { stream.off('error', reject); resolve() })
-      stream.once('error', reject)
-    })
-    return stream
+    // Opened here, so a missing file surfaces now rather than as a later 'error' event.
+    const fh = await open(this.path(key), 'r')
+    let skip: number
+    try { skip = (await readHeader(fh))?.length ?? 0 } catch (err) {
+      await fh.close().catch(() => {})
+      throw err
+    }
+    return fh.createReadStream(range ? { start: skip + range.start, end: skip + range.end } : { start: skip })
   }
 
   async delete (key: string): Promise<void> {
     const p = this.path(key)
     await rm(p, { force: true })
+    // An object of the previous layout has its metadata beside it.
     await rm(`${p}.meta`, { force: true })
   }
 
   url (key: string): string { return `${this.publicBaseUrl}/files/${key}` }
+}
+
+interface Written { size: number; etag: string }
+
+/** A buffer: hashed first, then header and bytes in one write. */
+async function writeBuffer (tmp: string, data: Buffer, contentType: string): Promise<Written> {
+  const etag = etagOf(createHash('sha256').update(data))
+  const header = encodeHeader(contentType, etag)
+  const fh = await open(tmp, 'wx')
+  try {
+    const total = header.length + data.length
+    let done = (await fh.writev([header, data])).bytesWritten
+    if (done < total) {
+      // A short write (rare for a regular file): the rest, from where it stopped.
+      const all = Buffer.concat([header, data])
+      while (done < total) done += (await fh.write(all, done)).bytesWritten
+    }
+    return { size: data.length, etag }
+  } finally {
+    await fh.close()
+  }
+}
+
+/**
+ * A stream, with bounded memory: the header with a placeholder ETag, the bytes as they come
+ * (hashed on the way), then the real ETag written over the placeholder.
+ */
+async function writeStream (tmp: string, data: Readable, contentType: string): Promise<Written> {
+  const header = encodeHeader(contentType, PLACEHOLDER_ETAG)
+  const hash = createHash('sha256')
+  let size = 0
+  const hashing = new Transform({
+    construct (cb) { this.push(header); cb() },
+    transform (chunk: Buffer, _enc, cb) { hash.update(chunk); size += chunk.length; cb(null, chunk) },
+  })
+  await pipeline(data, hashing, createWriteStream(tmp, { flags: 'wx' }))
+  const etag = etagOf(hash)
+  const fh = await open(tmp, 'r+')
+  try {
+    await fh.write(Buffer.from(etag, 'latin1'), 0, etag.length, ETAG_OFFSET)
+    return { size, etag }
+  } finally {
+    await fh.close()
+  }
+}
+
+/** The header at the start of an open file, or null for an object of the previous layout. */
+async function readHeader (fh: FileHandle): Promise<ObjectHeader | null> {
+  const buf = Buffer.allocUnsafe(HEADER_MAX)
+  const { bytesRead } = await fh.read(buf, 0, HEADER_MAX, 0)
+  return decodeHeader(buf.subarray(0, bytesRead))
 }

@@ -33,7 +33,7 @@ const rules = (o: Partial<ResultRules> = {}): ResultRules => ({ allowlist: [host
 t.test('a result is stored under results/ with the type its bytes show, whatever the header says', async (t) => {
   const r = await storeResult(storage, 'job_1', 'image', `http://${host}/a.png`, rules())
   t.match(r, { url: 'http://svc.test/files/results/job_1.png', contentType: 'image/png', size: png.length })
-  t.same(await readFile(join(dir, 'results/job_1.png')), png, 'same bytes')
+  t.same(Buffer.concat(await (await storage.read('results/job_1.png')).toArray()), png, 'same bytes')
   const v = await storeResult(storage, 'job_2', 'video', `http://${host}/moved`, rules())
   t.equal(v.contentType, 'video/mp4', 'a redirect is followed')
 })

@@ -1,6 +1,6 @@
 // The simulated provider's results: one stored file per distinct media, shared by
 // the jobs that produce it; different media get different files; a failed write is retried.
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
@@ -40,7 +40,7 @@ t.test('jobs with the same media share one stored result; other media get their 
   const key = a.outputs[0].slice('http://svc.test/files/'.length)
   const head = await storage.head(key)
   t.equal(head?.contentType, 'image/png')
-  const bytes = await readFile(join(dir, key))
+  const bytes = Buffer.concat(await (await storage.read(key)).toArray())
   t.same(bytes.subarray(1, 4).toString('latin1'), 'PNG', 'a real PNG')
   // Another process (a restart) finds the file in place and answers the same URL.
   const q = new SimulatedProvider(storage, 100_000)

@@ -29,9 +29,15 @@ export function guardedAgent (o: GuardedAgentOptions): Agent {
   })
 }
 
-/** Connect timeout and sockets per origin of the shared download agents. */
+/**
+ * Connect timeout and sockets per origin of the shared download agents (per shard). A provider
+ * serves every result from one origin (its CDN) and a download lasts as long as its file does,
+ * so this bounds a shard's completions a second at DOWNLOAD_CONNECTIONS / download time: 8
+ * sockets held completions to a few hundred a second even from a local stub
+ * (docs/benchmarks.md "provider-sse").
+ */
 const DOWNLOAD_CONNECT_TIMEOUT_MS = 15_000
-const DOWNLOAD_CONNECTIONS = 8
+const DOWNLOAD_CONNECTIONS = 64
 const downloadAgents = new Map<string, Agent>()
 
 /**

@@ -140,6 +140,22 @@ t.test('the callback URL names job and account for the shard; a forged account o
   t.same(entries.map((e: any) => e.kind), ['charge', 'charge'], 'one charge each, no refund')
 })
 
+t.test('the same callback three times at once for a waiting job: one wake-up, one completion, every copy answered 200', async (t) => {
+  fal.plan({ steps: ['queued'], outcome: 'succeeded', media: 'mp4', finishAfterMs: null, callback: false })
+  const r = await s.req('POST', '/v1/generate/video', { key: u.key, body: { model: 'veo3-fast', prompt: 'three at once' } })
+  t.equal(r.status, 201, r.text)
+  const upId = await upstreamOf(r.body.id)
+  fal.finish(upId)
+  const first = await Promise.all([fal.deliver(upId), fal.deliver(upId), fal.deliver(upId)])
+  t.same(first.map(c => c.status), [200, 200, 200])
+  const { job } = await pollJob(s, u, r.body.id, { timeoutMs: 4000, everyMs: 50 })
+  t.equal(job.status, 'completed')
+  const a = await admin(r.body.id)
+  t.equal(a.upstream_events.filter((e: any) => e.source === 'stored').length, 1, 'the result stored once')
+  const entries = await sql`SELECT kind FROM credit_entries WHERE job_id = ${r.body.id}`
+  t.same(entries.map((e: any) => e.kind), ['charge'], 'one charge, no refund')
+})
+
 t.test('forged, stale, wrong-key and replayed callbacks change nothing; lost callback: polling completes the job', async (t) => {
   fal.plan({ steps: ['queued'], outcome: 'succeeded', media: 'mp4', finishAfterMs: null, callback: false })
   const r = await s.req('POST', '/v1/generate/video', { key: u.key, body: { model: 'veo3-fast', prompt: 'forgery target' } })

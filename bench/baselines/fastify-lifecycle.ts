@@ -21,7 +21,6 @@
  * IPC: {cmd: 'pending'} -> {pending} jobs not yet completed in memory and usage rows not yet written;
  * {cmd: 'check'} -> ledger and lifecycle counts for the scenario's checks.
  */
-import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -29,7 +28,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import Fastify from 'fastify'
 import postgres from 'postgres'
-import { CREATE_SCHEMA, createJob, LIFECYCLE_SCHEMA, metered, meterRequests, USAGE_SCHEMA } from './usual-create.js'
+import { completeJob, CREATE_SCHEMA, createJob, LIFECYCLE_SCHEMA, metered, meterRequests, USAGE_SCHEMA } from './usual-create.js'
 
 const PRICE = 10
 const ESTIMATED_SECONDS = 15 // nano-banana
@@ -88,21 +87,7 @@ async function complete (j: Live): Promise<void> {
   await writeFile(join(results, file), png)
   const url = base + 'results/' + file
   const at = new Date()
-  await sql.begin(async (tx) => {
-    const [row] = await tx`UPDATE bench_jobs SET status = 'completed', progress = 100, result_url = ${url}, updated_at = ${at}, completed_at = ${at}
-      WHERE id = ${j.id} AND status IN ('queued', 'submitted', 'processing') RETURNING id`
-    if (!row) return
-    const hooks = await tx<{ id: number; url: string; secret: string }[]>`
-      SELECT id, url, secret FROM bench_webhooks WHERE account_id = ${j.accountId} AND active AND deleted_at IS NULL AND 'job.completed' = ANY(events)`
-    if (hooks.length) {
-      const eventId = 'evt_' + randomBytes(12).toString('base64url')
-      const body = JSON.stringify({ id: eventId, type: 'job.completed', created_at: at.toISOString(), data: { job: { id: j.id, status: 'completed', model: j.model, progress: 100, result_url: url, credits_charged: PRICE, created_at: j.createdAt.toISOString(), completed_at: at.toISOString() } } })
-      const rows = hooks.map(h => ({ id: 'dlv_' + randomBytes(12).toString('base64url'), event_id: eventId, account_id: j.accountId, webhook_id: h.id, job_id: j.id, event: 'job.completed', url: h.url, secret: h.secret, body }))
-      await tx`INSERT INTO bench_webhook_deliveries ${tx(rows as any, 'id', 'event_id', 'account_id', 'webhook_id', 'job_id', 'event', 'url', 'secret', 'body')}`
-    }
-    await tx`INSERT INTO bench_images (account_id, job_id, prompt, model, model_id, image_url, created_at, completed_at)
-      VALUES (${j.accountId}, ${j.id}, ${j.prompt}, ${'simulated/' + j.model}, ${j.model}, ${url}, ${j.createdAt}, ${at})`
-  })
+  await completeJob(sql, { id: j.id, accountId: j.accountId, model: j.model, prompt: j.prompt, createdAt: j.createdAt, price: PRICE }, url, 'simulated/' + j.model, at)
   pending--
 }
 

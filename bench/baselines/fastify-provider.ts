@@ -21,7 +21,7 @@ import { pipeline } from 'node:stream/promises'
 import Fastify from 'fastify'
 import postgres from 'postgres'
 import { request } from 'undici'
-import { CREATE_SCHEMA, LIFECYCLE_SCHEMA } from './usual-create.js'
+import { completeJob, CREATE_SCHEMA, LIFECYCLE_SCHEMA } from './usual-create.js'
 
 const PRICE = 10
 const ESTIMATED_SECONDS = 15 // nano-banana
@@ -99,21 +99,7 @@ async function complete (j: JobRow, resultUrl: string): Promise<void> {
   await pipeline(res.body, createWriteStream(join(results, file)))
   const url = base + 'results/' + file
   const at = new Date()
-  await sql.begin(async (tx) => {
-    const [row] = await tx`UPDATE bench_jobs SET status = 'completed', progress = 100, result_url = ${url}, updated_at = ${at}, completed_at = ${at}
-      WHERE id = ${j.id} AND status IN ('queued', 'submitted', 'processing') RETURNING id`
-    if (!row) return
-    const hooks = await tx<{ id: number; url: string; secret: string }[]>`
-      SELECT id, url, secret FROM bench_webhooks WHERE account_id = ${j.account_id} AND active AND deleted_at IS NULL AND 'job.completed' = ANY(events)`
-    if (hooks.length) {
-      const eventId = 'evt_' + randomBytes(12).toString('base64url')
-      const body = JSON.stringify({ id: eventId, type: 'job.completed', created_at: at.toISOString(), data: { job: { id: j.id, status: 'completed', model: j.model, progress: 100, result_url: url, credits_charged: PRICE, created_at: j.created_at.toISOString(), completed_at: at.toISOString() } } })
-      const rows = hooks.map(h => ({ id: 'dlv_' + randomBytes(12).toString('base64url'), event_id: eventId, account_id: j.account_id, webhook_id: h.id, job_id: j.id, event: 'job.completed', url: h.url, secret: h.secret, body }))
-      await tx`INSERT INTO bench_webhook_deliveries ${tx(rows as any, 'id', 'event_id', 'account_id', 'webhook_id', 'job_id', 'event', 'url', 'secret', 'body')}`
-    }
-    await tx`INSERT INTO bench_images (account_id, job_id, prompt, model, model_id, image_url, created_at, completed_at)
-      VALUES (${j.account_id}, ${j.id}, ${j.prompt}, ${'fal/' + FAL_APP}, ${j.model}, ${url}, ${j.created_at}, ${at})`
-  })
+  await completeJob(sql, { id: j.id, accountId: j.account_id, model: j.model, prompt: j.prompt, createdAt: j.created_at, price: PRICE }, url, 'fal/' + FAL_APP, at)
 }
 
 const app = Fastify({ logger: false })

@@ -40,6 +40,33 @@ export async function createJob (
   return remaining === null ? null : { id, now, remaining }
 }
 
+/** A job as the usual way's completion needs it. */
+export interface Completing { id: string; accountId: number; model: string; prompt: string | null; createdAt: Date; price: number }
+
+/**
+ * Completes a job the usual way, in ONE transaction: the conditional status UPDATE, an outbox
+ * row per subscribed webhook, the library image (`modelId`: the provider's model id). Shared by
+ * the job-lifecycle and provider-lifecycle baselines.
+ */
+export async function completeJob (sql: postgres.Sql, j: Completing, url: string, modelId: string, at: Date): Promise<void> {
+  await sql.begin(async (tx) => {
+    const [row] = await tx`UPDATE bench_jobs SET status = 'completed', progress = 100, result_url = ${url}, updated_at = ${at}, completed_at = ${at}
+      WHERE id = ${j.id} AND status IN ('queued', 'submitted', 'processing') RETURNING id`
+    if (!row) return
+    const hooks = await tx<{ id: number; url: string; secret: string }[]>`
+      SELECT id, url, secret FROM bench_webhooks WHERE account_id = ${j.accountId} AND active AND deleted_at IS NULL AND 'job.completed' = ANY(events)`
+    if (hooks.length) {
+      const eventId = 'evt_' + randomBytes(12).toString('base64url')
+      const job = { id: j.id, status: 'completed', model: j.model, progress: 100, result_url: url, credits_charged: j.price, created_at: j.createdAt.toISOString(), completed_at: at.toISOString() }
+      const body = JSON.stringify({ id: eventId, type: 'job.completed', created_at: at.toISOString(), data: { job } })
+      const rows = hooks.map(h => ({ id: 'dlv_' + randomBytes(12).toString('base64url'), event_id: eventId, account_id: j.accountId, webhook_id: h.id, job_id: j.id, event: 'job.completed', url: h.url, secret: h.secret, body }))
+      await tx`INSERT INTO bench_webhook_deliveries ${tx(rows as any, 'id', 'event_id', 'account_id', 'webhook_id', 'job_id', 'event', 'url', 'secret', 'body')}`
+    }
+    await tx`INSERT INTO bench_images (account_id, job_id, prompt, model, model_id, image_url, created_at, completed_at)
+      VALUES (${j.accountId}, ${j.id}, ${j.prompt}, ${modelId}, ${j.model}, ${url}, ${j.createdAt}, ${at})`
+  })
+}
+
 /**
  * The request log the usual way: one row per request with a serial key, and the (account, time)
  * index a per-account usage summary reads it by (the service's own request_log started so).

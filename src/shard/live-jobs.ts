@@ -187,7 +187,8 @@ export class LiveJobs implements JobHost {
       throw err
     }
     if (upstreamId !== undefined && (row === undefined || row.provider_job_id !== upstreamId || row.account_id !== this.a.id)) {
-      w.unclaim(rec)
+      // Not this job's callback: it waits again, due now if a callback of its own came meanwhile.
+      w.unclaim(rec, rec.pushed !== undefined ? Date.now() : undefined)
       return 'unmatched'
     }
     return this.a.mailbox.post(() => {

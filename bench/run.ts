@@ -240,7 +240,7 @@ const LABELS: Record<string, string> = {
   client_cpu_us_per_stream_event: 'load generator CPU per stream event (µs)',
   pg_commits_per_req: 'PG commits/request (approx.)',
   rss_before_mb: 'RSS before (MB)',
-  rss_after_mb: 'RSS with streams (MB)',
+  rss_after_mb: 'RSS after (MB): with the streams (sse-hold), with the jobs held (provider-inflight)',
   failed: 'streams failed',
   trigger_ms: 'trigger answered after (ms)',
   busiest_thread_share: 'busiest thread\'s share of the CPU',

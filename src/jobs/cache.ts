@@ -14,6 +14,46 @@ class Entry implements CachedJob {
   constructor (readonly accountId: number, readonly view: JobView, readonly bytes: number) {}
 }
 
+/**
+ * Values many views share (status, type, model): one copy each, instead of one per view (a view
+ * that crossed from a shard brings its own copies). Bounded: past SHARED_MAX distinct values a
+ * view keeps its own.
+ */
+const SHARED_MAX = 4096
+const sharedValues = new Map<string, string>()
+function shared<T extends string> (v: T): T {
+  const have = sharedValues.get(v)
+  if (have !== undefined) return have as T
+  if (sharedValues.size < SHARED_MAX) sharedValues.set(v, v)
+  return v
+}
+
+/**
+ * The view as the cache keeps it (docs/architecture.md "Waiting jobs": a front end may hold the
+ * views of a hundred thousand jobs in flight): every field in the object itself, in one layout
+ * (a view that crossed from a shard keeps its fields in a separate property array), shared copies
+ * of the repeated values, and one string when updated_at equals created_at. The same JSON.
+ */
+function compact (o: JobView): JobView {
+  return {
+    id: o.id,
+    status: shared(o.status),
+    type: shared(o.type),
+    model: shared(o.model),
+    prompt: o.prompt,
+    progress: o.progress,
+    credits_charged: o.credits_charged,
+    credits_refunded: o.credits_refunded,
+    estimated_seconds: o.estimated_seconds,
+    result_url: o.result_url,
+    error_message: o.error_message,
+    content_policy_violation: o.content_policy_violation,
+    created_at: o.created_at,
+    updated_at: o.updated_at === o.created_at ? o.created_at : o.updated_at,
+    completed_at: o.completed_at,
+  }
+}
+
 /** Default memory budget (JOB_CACHE_MB). */
 export const JOB_CACHE_MB = 256
 
@@ -82,7 +122,7 @@ export class JobCache {
     const o = e.view
     const view: JobView = {
       id: o.id,
-      status: p.status,
+      status: shared(p.status),
       type: o.type,
       model: o.model,
       prompt: o.prompt,
@@ -132,7 +172,7 @@ export class JobCache {
   }
 
   private put (key: string, accountId: number, view: JobView): CachedJob {
-    const e = new Entry(accountId, view, entryBytes(view))
+    const e = new Entry(accountId, compact(view), entryBytes(view))
     this.map.set(key, e)
     this.total += e.bytes
     return e

@@ -9,13 +9,13 @@ import { createStorage } from '../storage/index.js'
 import { AccountActor, type ActorDeps } from './account-actor.js'
 import { ActorTable } from './eviction.js'
 import { GroupCommit } from './group-commit.js'
-import { RedisInFlight } from './inflight.js'
+import { RedisInFlight, WaitingSlots } from './inflight.js'
 import { nameThread, snapshotStats, trackMailboxes, trackSize } from '../worker-stats.js'
 import { Channel, type ChannelOptions, type Handlers } from '../threads/channel.js'
 import type { FromShard, ShardInit, ToShard } from './protocol.js'
 import { specOfOrder } from '../jobs/spec.js'
 import { jobsByIds, ownedActiveJobs } from '../db/upstream.js'
-import { WaitingJobs, type WaitingJob } from './waiting.js'
+import { msOf, WaitingJobs, type WaitingJob } from './waiting.js'
 import { RowReads } from './row-reads.js'
 
 /**
@@ -170,6 +170,9 @@ for (let attempt = 0; ; attempt++) {
     await new Promise(resolve => setTimeout(resolve, ms))
   }
 }
+// Waiting jobs' per-key slots last until their wake-up (several nodes; docs/architecture.md
+// "Waiting jobs"): a renewal writes only those of jobs parked since the last one.
+const waitingSlots = deps.inflight ? new WaitingSlots(deps.inflight, LEASE_MS, msOf) : null
 // Every LEASE_MS / 3: renew this shard's lease (one row, docs/decisions.md "Shard leases"),
 // drop our copies of jobs that ended or moved elsewhere, renew the Redis in-flight slots, and
 // claim jobs whose shard stopped renewing (a dead node's jobs resume here).
@@ -187,9 +190,9 @@ const leaseTimer = setInterval(() => {
         if (!held.has(id)) await a.live.dropped(job)
         else slots.push({ accountId: a.id, keyId: job.row.key_id, jobId: id })
       }
-      // Waiting jobs keep their per-key slots too (several nodes).
-      if (deps.inflight) for (const w of deps.waiting!.values()) slots.push({ accountId: w.account, keyId: w.key < 0 ? null : w.key, jobId: w.id })
       await deps.inflight?.renew(slots)
+      // Waiting jobs keep their per-key slots too: set once per parking, until their wake-up.
+      await waitingSlots?.renew(deps.waiting!.values())
       await claim(false)
     })
     .catch((err) => { health.report(err); log.warn({ err: String(err) }, 'lease renewal failed') })

@@ -15,22 +15,48 @@ const EPOCH = Date.now()
 /** A batch of due jobs woken at once (one SELECT). */
 const WAKE_BATCH = 256
 
-/** One waiting job: what its wake-up and its callback need, nothing more. */
-export interface WaitingJob {
-  readonly id: string
-  readonly account: number
-  /** API key id (-1: none): the per-key in-flight slot is renewed with it (several nodes). */
-  readonly key: number
-  /** Due, in UNIT_MS since EPOCH. */
-  due: number
-  /** Reconciliation polls made since submission (job-actor.ts pollDelay). */
-  readonly polls: number
-  /** The last upstream state recorded in the job's history (not written again). */
-  readonly label: string | null
-  /** Position in the heap; -1 while being woken. */
-  at: number
+/**
+ * Upstream state labels ("running 40", "queued"...) are few: each record points at one shared
+ * copy instead of keeping its own string (docs/architecture.md "Waiting jobs"). Bounded: past
+ * LABELS_MAX distinct labels a record keeps its own.
+ */
+const LABELS_MAX = 1024
+const labels = new Map<string, string>()
+function shared (label: string | null): string | null {
+  if (label === null) return null
+  const have = labels.get(label)
+  if (have !== undefined) return have
+  if (labels.size < LABELS_MAX) labels.set(label, label)
+  return label
+}
+
+/** A callback state that arrived while its job was being woken (rare: kept off the records). */
+const pushedStates = new WeakMap<WaitingJob, unknown>()
+
+/**
+ * One waiting job: what its wake-up and its callback need, nothing more. Six small integers
+ * (V8 Smis, kept in the object) and two pointers: its id and a shared label; no optional field,
+ * so every record has the same layout (docs/architecture.md "Waiting jobs").
+ */
+export class WaitingJob {
+  constructor (
+    readonly id: string,
+    readonly account: number,
+    /** API key id (-1: none): the per-key in-flight slot is renewed with it (several nodes). */
+    readonly key: number,
+    /** Due, in UNIT_MS since EPOCH. */
+    public due: number,
+    /** Reconciliation polls made since submission (job-actor.ts pollDelay). */
+    readonly polls: number,
+    /** The last upstream state recorded in the job's history (not written again); shared. */
+    readonly label: string | null,
+    /** Position in the heap; -1 while being woken. */
+    public at: number,
+  ) {}
+
   /** A callback state that arrived while the job was being woken (delivered at wake-up). */
-  pushed?: unknown
+  get pushed (): unknown { return pushedStates.get(this) }
+  set pushed (v: unknown) { pushedStates.set(this, v) }
 }
 
 export function unitsOf (ms: number): number { return Math.ceil((ms - EPOCH) / UNIT_MS) }
@@ -59,7 +85,7 @@ export class WaitingJobs {
   add (id: string, account: number, key: number | null, dueMs: number, polls: number, label: string | null): void {
     const old = this.byId.get(id)
     if (old) this.remove(old)
-    const rec: WaitingJob = { id, account, key: key ?? -1, due: unitsOf(dueMs), polls, label, at: -1 }
+    const rec = new WaitingJob(id, account, key ?? -1, unitsOf(dueMs), polls, shared(label), -1)
     this.byId.set(id, rec)
     this.push(rec)
     this.arm()
@@ -67,8 +93,8 @@ export class WaitingJobs {
 
   /**
    * A callback came for a waiting job: its record leaves the heap but stays known by id while
-   * its row is read (a second callback meanwhile finds it being woken: `take` and `claim`
-   * answer null and keep the state in `pushed`). The caller then runs it (`woken`) or puts it
+   * its row is read (a second callback meanwhile finds it being woken: `claim` answers null
+   * and keeps the state in `pushed`). The caller then runs it (`woken`) or puts it
    * back (`unclaim`). Null for unknown ids and records already being woken.
    */
   claim (id: string, pushed?: unknown): WaitingJob | null {

@@ -72,3 +72,23 @@ t.test('the credential cache is bounded: a flood of unknown keys (each a cached 
   t.equal(refused, 200, 'every unknown key refused')
   t.ok(auth.cacheSizes.bytes <= 40_000 && auth.cacheSizes.keys < 200, `${auth.cacheSizes.keys} cached keys, ${auth.cacheSizes.bytes} bytes <= 40,000`)
 })
+
+t.test('views of jobs in flight as they cross from a shard: one compact copy each (no property array, shared status, type and model)', async (t) => {
+  const child = fileURLToPath(new URL('../fixtures/cache-inflight-heap.js', import.meta.url))
+  const r = await new Promise<{ perJob: number; size: number }>((resolve, reject) => {
+    execFile(process.execPath, ['--expose-gc', child, '20000'], (err, stdout) => { if (err) reject(err); else resolve(JSON.parse(stdout)) })
+  })
+  t.comment(`heap per cached in-flight job: ${r.perJob.toFixed(0)} B`)
+  t.equal(r.size, 20_000)
+  // As received (a structured clone's object, its own copies of every string): about 540 B.
+  t.ok(r.perJob <= 450, `${r.perJob.toFixed(0)} B a cached view <= 450`)
+})
+
+t.test('a cached view is the view it was given, field for field and in the same key order', async (t) => {
+  const c = new JobCache()
+  const v = { id: 'job_0000000000000001', status: 'submitted', type: 'video', model: 'seedance-2', prompt: 'p', progress: 0, credits_charged: 220, credits_refunded: 0, estimated_seconds: 350, result_url: null, error_message: null, content_policy_violation: false, created_at: '2026-01-01T00:00:00.000Z', updated_at: '2026-01-01T00:00:00.000Z', completed_at: null } as const
+  c.update(3, structuredClone(v) as any)
+  t.equal(JSON.stringify(c.get(v.id)!.view), JSON.stringify(v))
+  c.fill(3, structuredClone({ ...v, status: 'processing', updated_at: '2026-01-01T00:00:05.000Z' }) as any)
+  t.equal(JSON.stringify(c.get(v.id)!.view), JSON.stringify({ ...v, status: 'processing', updated_at: '2026-01-01T00:00:05.000Z' }), 'a newer view read from PostgreSQL replaces it')
+})

@@ -44,7 +44,7 @@ t.test('JobCache.progress: ignored for an uncached job, another account, or a te
   const done = view('job_b', { status: 'completed', progress: 100, result_url: 'https://x/r.png', completed_at: '2026-01-01T00:00:02.000Z' })
   c.update(1, done)
   t.equal(c.progress(1, p), null, 'terminal stays terminal')
-  t.equal(c.get('job_b')!.view, done)
+  t.same(c.get('job_b')!.view, done)
   t.equal(calls, 2)
 })
 

@@ -1,6 +1,8 @@
 // The shard's waiting index (docs/architecture.md "Waiting jobs"): records by id, a min-heap of
 // due times behind one timer, at most `maxActive` woken at a time, callbacks find jobs by id.
 import t from 'tap'
+import { execFile } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import { WaitingJobs, type WaitingJob } from '../../src/shard/waiting.js'
 
 function waitFor (cond: () => boolean, ms = 5000): Promise<void> {
@@ -84,4 +86,23 @@ t.test('an earlier record re-arms the one timer; re-adding a job moves it', asyn
   t.same(woken, ['soon', 'late'])
   t.equal(w.size, 0)
   w.close()
+})
+
+// Memory per waiting job (docs/architecture.md "Waiting jobs"), measured in a child process
+// run with --expose-gc (test/fixtures/waiting-heap.ts).
+function heapPerJob (count: number, labels: 'labels' | 'none'): Promise<number> {
+  const child = fileURLToPath(new URL('../fixtures/waiting-heap.js', import.meta.url))
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, ['--expose-gc', child, String(count), labels], (err, stdout) => {
+      if (err) reject(err); else resolve(JSON.parse(stdout).perJob)
+    })
+  })
+}
+
+t.test('records share their upstream labels: a label costs a waiting job no string of its own', async (t) => {
+  const [labelled, bare] = await Promise.all([heapPerJob(50_000, 'labels'), heapPerJob(50_000, 'none')])
+  t.comment(`heap per waiting job: ${labelled.toFixed(0)} B with labels, ${bare.toFixed(0)} B without`)
+  // A label string of its own ("running 40") would be 24-32 B a job.
+  t.ok(labelled - bare <= 8, `a label adds ${(labelled - bare).toFixed(1)} B a job`)
+  t.ok(labelled <= 300, `${labelled.toFixed(0)} B a waiting job (record, id, index entry)`)
 })

@@ -35,13 +35,18 @@ function shared<T extends string> (v: T): T {
  * of the repeated values, and one string when updated_at equals created_at. The same JSON.
  */
 function compact (o: JobView): JobView {
+  return literal(o, shared(o.status), o.progress, o.updated_at === o.created_at ? o.created_at : o.updated_at)
+}
+
+/** `o` as one in-object literal (the field order of a view), with this status, progress and updated_at. */
+function literal (o: JobView, status: JobView['status'], progress: number, updatedAt: string): JobView {
   return {
     id: o.id,
-    status: shared(o.status),
+    status,
     type: shared(o.type),
     model: shared(o.model),
     prompt: o.prompt,
-    progress: o.progress,
+    progress,
     credits_charged: o.credits_charged,
     credits_refunded: o.credits_refunded,
     estimated_seconds: o.estimated_seconds,
@@ -49,7 +54,7 @@ function compact (o: JobView): JobView {
     error_message: o.error_message,
     content_policy_violation: o.content_policy_violation,
     created_at: o.created_at,
-    updated_at: o.updated_at === o.created_at ? o.created_at : o.updated_at,
+    updated_at: updatedAt,
     completed_at: o.completed_at,
   }
 }
@@ -120,23 +125,7 @@ export class JobCache {
     const e = this.map.get(p.id)
     if (e === undefined || e.accountId !== accountId || TERMINAL.has(e.view.status)) return null
     const o = e.view
-    const view: JobView = {
-      id: o.id,
-      status: shared(p.status),
-      type: o.type,
-      model: o.model,
-      prompt: o.prompt,
-      progress: p.progress,
-      credits_charged: o.credits_charged,
-      credits_refunded: o.credits_refunded,
-      estimated_seconds: o.estimated_seconds,
-      result_url: o.result_url,
-      error_message: o.error_message,
-      content_policy_violation: o.content_policy_violation,
-      created_at: o.created_at,
-      updated_at: p.updated_at,
-      completed_at: o.completed_at,
-    }
+    const view = literal(o, shared(p.status), p.progress, p.updated_at)
     // Most recently written last (eviction order); its strings, so its bytes, are the same.
     this.map.delete(p.id)
     this.map.set(p.id, new Entry(accountId, view, e.bytes))

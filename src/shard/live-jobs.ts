@@ -194,6 +194,9 @@ export class LiveJobs implements JobHost {
     return this.a.mailbox.post(() => {
       const woke = this.wake(row, rec, false, upstream ? undefined : state)
       if (woke !== null && !upstream) return 'live' as const
+      // Ended or moved meanwhile (its record is dropped): the front end's lookup answers it, and
+      // records a success that came after the end.
+      if (woke === null && upstreamId !== undefined) return 'unmatched' as const
       return this.deliver(rec.id, woke ?? undefined, state, upstream, row ?? null)
     })
   }

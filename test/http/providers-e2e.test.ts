@@ -156,6 +156,28 @@ t.test('the same callback three times at once for a waiting job: one wake-up, on
   t.same(entries.map((e: any) => e.kind), ['charge'], 'one charge, no refund')
 })
 
+t.test('a waiting job that ended elsewhere: its own callback is looked up, the late success recorded, no money moved', async (t) => {
+  fal.plan({ steps: ['queued'], outcome: 'succeeded', media: 'mp4', finishAfterMs: null, callback: false })
+  const r = await s.req('POST', '/v1/generate/video', { key: u.key, body: { model: 'veo3-fast', prompt: 'ended elsewhere' } })
+  t.equal(r.status, 201, r.text)
+  const upId = await upstreamOf(r.body.id)
+  // As another node's refund would leave it (this node still holds the job's waiting record).
+  await sql.begin(async (tx: any) => {
+    const [j] = await tx`UPDATE jobs SET status = 'failed', error_message = 'ended elsewhere', credits_refunded = credits_charged, completed_at = now(), updated_at = now()
+      WHERE id = ${r.body.id} RETURNING account_id, credits_charged`
+    await tx`INSERT INTO credit_entries (account_id, delta, kind, job_id, note) VALUES (${j.account_id}, ${j.credits_charged}, 'refund', ${r.body.id}, 'ended elsewhere')`
+    await tx`UPDATE accounts SET credits = credits + ${j.credits_charged} WHERE id = ${j.account_id}`
+  })
+  fal.finish(upId)
+  const cb = await fal.deliver(upId)
+  t.equal(cb.status, 200)
+  const a = await admin(r.body.id)
+  t.equal(a.job.status, 'failed', 'still failed')
+  t.ok(a.upstream_events.some((e: any) => e.source === 'late' && e.state === 'succeeded'), 'the late success is in its history')
+  const entries = await sql`SELECT kind FROM credit_entries WHERE job_id = ${r.body.id}`
+  t.same(entries.map((e: any) => e.kind).sort(), ['charge', 'refund'], 'the other node\'s refund only: the callback moved no money')
+})
+
 t.test('forged, stale, wrong-key and replayed callbacks change nothing; lost callback: polling completes the job', async (t) => {
   fal.plan({ steps: ['queued'], outcome: 'succeeded', media: 'mp4', finishAfterMs: null, callback: false })
   const r = await s.req('POST', '/v1/generate/video', { key: u.key, body: { model: 'veo3-fast', prompt: 'forgery target' } })

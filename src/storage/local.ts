@@ -6,6 +6,7 @@ import { Transform, type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { ETAG_OFFSET, HEADER_MAX, decodeHeader, encodeHeader, storableContentType, type ObjectHeader } from './object-header.js'
 import { isSafeKey, type ByteRange, type PutOptions, type Storage, type StoredObject } from './storage.js'
+import { FileWriter } from './file-writer.js'
 
 /** The sidecar of the previous layout, `<file>.meta`, still read for objects written by it. */
 interface LegacyMeta { contentType: string; etag: string }
@@ -15,6 +16,13 @@ const TMP_RE = /\.tmp-\d+-[0-9a-f]+$/
 const PLACEHOLDER_ETAG = `"${'0'.repeat(27)}"`
 
 function etagOf (hash: Hash): string { return `"${hash.digest('base64url').slice(0, 27)}"` }
+
+/**
+ * A buffer up to this size is written by the writer thread (one message, then plain system
+ * calls; docs/decisions.md "Small objects written by a writer thread"); a larger one, and every
+ * stream, through the thread pool here.
+ */
+export const WRITER_MAX = 1024 * 1024
 
 /**
  * Local-filesystem storage under DATA_DIR/media (the default; docs/architecture.md "Providers
@@ -28,7 +36,13 @@ export class LocalStorage implements Storage {
   readonly driver = 'local' as const
   /** Directories this process has made (or found): put() makes each once, not per object. */
   private readonly dirs = new Set<string>()
+  private readonly writer = new FileWriter()
+  /** Temporary names: this instance's random prefix and a counter (no random bytes per put). */
+  private readonly tmpPrefix = `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`
+  private tmpCount = 0
   constructor (private readonly root: string, private readonly publicBaseUrl: string) {}
+
+  private tmpOf (p: string): string { return `${p}${this.tmpPrefix}${(this.tmpCount++).toString(16)}` }
 
   private path (key: string): string {
     if (!isSafeKey(key) || key.endsWith('.meta')) throw new Error(`unsafe storage key ${JSON.stringify(key)}`)
@@ -38,6 +52,7 @@ export class LocalStorage implements Storage {
   async put (key: string, data: Buffer | Readable, contentType: string, _opts?: PutOptions): Promise<StoredObject> {
     const p = this.path(key)
     if (!storableContentType(contentType)) throw new Error(`content type ${JSON.stringify(contentType.slice(0, 80))} cannot be stored`)
+    if (Buffer.isBuffer(data) && data.length <= WRITER_MAX) return this.putSmall(key, p, data, contentType)
     const dir = dirname(p)
     if (Buffer.isBuffer(data) && this.dirs.has(dir)) {
       // A directory removed behind our back (an operator's cleanup) is made again.
@@ -53,9 +68,21 @@ export class LocalStorage implements Storage {
     return this.write(key, p, data, contentType)
   }
 
+  /** Header and bytes copied into one buffer of its own, moved to the writer thread. */
+  private async putSmall (key: string, p: string, data: Buffer, contentType: string): Promise<StoredObject> {
+    const etag = etagOf(createHash('sha256').update(data))
+    const header = encodeHeader(contentType, etag)
+    const bytes = Buffer.allocUnsafeSlow(header.length + data.length)
+    header.copy(bytes, 0)
+    data.copy(bytes, header.length)
+    // Written beside the target and renamed into place: readers never see half a file.
+    await this.writer.put(this.tmpOf(p), p, bytes)
+    return { key, contentType, size: data.length, etag, lastModified: new Date() }
+  }
+
   private async write (key: string, p: string, data: Buffer | Readable, contentType: string): Promise<StoredObject> {
     // Written beside the target and renamed into place: readers never see half a file.
-    const tmp = `${p}.tmp-${process.pid}-${randomBytes(6).toString('hex')}`
+    const tmp = this.tmpOf(p)
     try {
       const w = Buffer.isBuffer(data) ? await writeBuffer(tmp, data, contentType) : await writeStream(tmp, data, contentType)
       await rename(tmp, p)
@@ -106,6 +133,9 @@ export class LocalStorage implements Storage {
   }
 
   url (key: string): string { return `${this.publicBaseUrl}/files/${key}` }
+
+  /** Stops the writer thread (a later put starts another). */
+  close (): void { void this.writer.close() }
 }
 
 interface Written { size: number; etag: string }

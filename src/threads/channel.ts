@@ -104,12 +104,14 @@ export class Channel<Out extends Side, In extends Side> {
   /** Asks pending (tests, metrics). */
   get size (): number { return this.pending.size }
 
-  ask<K extends AskTag<Out>> (tag: K, req: ReqOf<Out, K>, timeoutMs = this.timeoutMs): Promise<ResOf<Out, K>> {
+  /** `transfer` moves buffers the caller owns with the ask (they are detached here). */
+  ask<K extends AskTag<Out>> (tag: K, req: ReqOf<Out, K>, timeoutMs = this.timeoutMs, transfer?: readonly TransferListItem[]): Promise<ResOf<Out, K>> {
     if (this.closed !== null) return Promise.reject(failure(this.closed))
     return new Promise<ResOf<Out, K>>((resolve, reject) => {
       const id = this.nextId++
       this.pending.set(id, { resolve: resolve as Pending['resolve'], reject, deadline: Date.now() + timeoutMs })
       ;(this.open().ask ??= []).push({ id, tag, body: req })
+      if (transfer) (this.transfer ??= []).push(...transfer)
     })
   }
 

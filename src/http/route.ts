@@ -39,6 +39,11 @@ export interface RouteContext {
   res?: HttpResponse
   /** The request body as a stream, for `rawBody` POST/PATCH/PUT routes (uploads). */
   bodyStream?: Readable
+  /**
+   * The whole request body, for `rawBody` routes with a `rawBodyLimit` (provider callbacks):
+   * read as it arrives, rejected with PAYLOAD_TOO_LARGE once it crosses the limit.
+   */
+  rawBytes?: Promise<Buffer>
   /** True once the client went away (uWS onAborted). Check it before every write after an await. */
   aborted: () => boolean
   /** Runs `fn` when the client goes away (streaming handlers free their resources here). */
@@ -96,6 +101,8 @@ export interface Route {
    * gets the normal envelope.
    */
   rawBody?: boolean
+  /** With `rawBody`: the body is read whole into `ctx.rawBytes`, up to this many bytes, instead of streamed. */
+  rawBodyLimit?: number
   /** A raw GET route that also answers HEAD itself (ctx.method is 'HEAD'); plain GET routes get HEAD for free. */
   head?: boolean
   /** OpenAPI `content` of a raw body (multipart uploads). */

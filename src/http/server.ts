@@ -359,11 +359,17 @@ export class HttpServer {
 
     let body: Promise<Buffer> | undefined
     let bodyStream: Readable | undefined
+    let rawBytes: Promise<Buffer> | undefined
     if (c.readsBody) {
       const declared = headers['content-length'] === undefined ? NaN : Number(headers['content-length'])
       const lingers = headers.connection !== undefined && /\bclose\b/i.test(headers.connection)
       const rb = ex.body = new RequestBody(res, declared, lingers, (err) => this.bodyFault(ex, err))
-      if (c.route.rawBody) bodyStream = rb.stream()
+      if (c.route.rawBody && c.route.rawBodyLimit !== undefined) {
+        rawBytes = rb.read(c.route.rawBodyLimit)
+        // Read from now on (uWS drops data no reader takes); a body refused before the handler
+        // awaits it is that handler's error, never an unhandled rejection.
+        rawBytes.catch(() => {})
+      } else if (c.route.rawBody) bodyStream = rb.stream()
       else if (Number.isFinite(declared) && declared > JSON_BODY_LIMIT) {
         this.fail(ex, new ApiError('PAYLOAD_TOO_LARGE', `JSON body exceeds ${JSON_BODY_LIMIT} bytes`))
         return
@@ -389,6 +395,7 @@ export class HttpServer {
       meter: { credits: 0 },
       res: c.route.rawBody ? res : undefined,
       bodyStream,
+      rawBytes,
       aborted: () => ex.aborted,
       onAborted: (fn) => { if (ex.aborted) fn(); else (ex.abortHooks ??= []).push(fn) },
       baseHeaders: () => { ex.wrote = true; return this.baseHeaders(ex) },

@@ -1,9 +1,9 @@
 import { Readable, Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { fileTypeFromBuffer } from 'file-type'
 import { request } from 'undici'
 import { downloadAgent } from '../net/agents.js'
 import type { Storage } from '../storage/storage.js'
+import { sniff } from './sniff.js'
 
 /**
  * Provider results into our storage (docs/providers.md "Routing", Results): every output
@@ -16,7 +16,11 @@ export interface ResultRules {
   allowlist: readonly string[]
   /** Largest result accepted, bytes (RESULT_MAX_BYTES, default 2 GiB). */
   maxBytes: number
-  /** Whole download, ms (RESULT_TIMEOUT_MS, default 10 min). */
+  /**
+   * Whole download, ms (RESULT_TIMEOUT_MS, default 10 min): checked as each chunk of the body
+   * arrives (no timer per download), so a body that stops altogether ends at undici's body
+   * timeout (60 s) at the latest: a download lasts at most timeoutMs + 60 s.
+   */
   timeoutMs: number
   /** Attempts per output before the job's own backoff takes over. */
   attempts: number
@@ -54,19 +58,26 @@ export const BUFFERED_MAX = 8 * 1024 * 1024
 /** Reads a body of `declared` bytes into one buffer, checks its kind and stores it. */
 type Body = AsyncIterable<unknown> & { destroy (): void }
 
-async function storeBuffered (storage: Storage, base: string, kind: string, body: Body, declared: number, rules: ResultRules): Promise<{
+/** The download ran past its whole-download deadline (retried like any failed download). */
+export class ResultTimeout extends Error {
+  override name = 'ResultTimeout'
+  constructor (timeoutMs: number) { super(`result download took longer than ${timeoutMs} ms`) }
+}
+
+async function storeBuffered (storage: Storage, base: string, kind: string, body: Body, declared: number, rules: ResultRules, deadline: number): Promise<{
   url: string; key: string; contentType: string; size: number
 }> {
   const chunks: Buffer[] = []
   let size = 0
   for await (const c of body) {
+    if (Date.now() > deadline) { body.destroy(); throw new ResultTimeout(rules.timeoutMs) }
     size += (c as Buffer).length
     // A body longer than it declared is cut at the cap like a streamed one.
     if (size > rules.maxBytes || size > BUFFERED_MAX) { body.destroy(); throw new ResultRejected(`result exceeds its declared ${declared} bytes`) }
     chunks.push(c as Buffer)
   }
   const data = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size)
-  const ft = await fileTypeFromBuffer(data.subarray(0, 4100))
+  const ft = await sniff(data.subarray(0, 4100))
   const want = KIND_MIME[kind] ?? /./
   if (!ft || !want.test(ft.mime)) throw new ResultRejected(`result content is ${ft?.mime ?? 'unrecognised'}, not a ${kind} file`)
   const key = `results/${base}.${ft.ext}`
@@ -77,13 +88,13 @@ async function storeBuffered (storage: Storage, base: string, kind: string, body
 async function fetchOnce (storage: Storage, base: string, kind: string, url: string, rules: ResultRules): Promise<{
   url: string; key: string; contentType: string; size: number
 }> {
-  const signal = AbortSignal.timeout(rules.timeoutMs)
+  const deadline = Date.now() + rules.timeoutMs
   let target = url
   for (let hop = 0; ; hop++) {
     let u: URL
     try { u = new URL(target) } catch { throw new ResultRejected(`result URL is not a URL: ${target.slice(0, 200)}`) }
     if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new ResultRejected(`result URL scheme ${u.protocol} not allowed`)
-    const res = await request(u, { method: 'GET', dispatcher: downloadAgent(rules.allowlist), signal, headersTimeout: 30_000, bodyTimeout: 60_000 })
+    const res = await request(u, { method: 'GET', dispatcher: downloadAgent(rules.allowlist), headersTimeout: 30_000, bodyTimeout: 60_000 })
     if (res.statusCode >= 300 && res.statusCode < 400 && res.headers.location && hop < 3) {
       res.body.resume()
       target = new URL(String(res.headers.location), u).toString()
@@ -95,7 +106,7 @@ async function fetchOnce (storage: Storage, base: string, kind: string, url: str
     }
     const declared = Number(res.headers['content-length'])
     if (Number.isFinite(declared) && declared > rules.maxBytes) { res.body.destroy(); throw new ResultRejected(`result is ${declared} bytes, over the ${rules.maxBytes} byte cap`) }
-    if (Number.isFinite(declared) && declared <= BUFFERED_MAX) return storeBuffered(storage, base, kind, res.body, declared, rules)
+    if (Number.isFinite(declared) && declared <= BUFFERED_MAX) return storeBuffered(storage, base, kind, res.body, declared, rules, deadline)
     // The head of the body decides the type (magic bytes); the rest streams into storage.
     const iter = res.body[Symbol.asyncIterator]()
     const head: Buffer[] = []
@@ -104,11 +115,12 @@ async function fetchOnce (storage: Storage, base: string, kind: string, url: str
     while (headLen < 4100) {
       const n = await iter.next()
       if (n.done) { done = true; break }
+      if (Date.now() > deadline) { res.body.destroy(); throw new ResultTimeout(rules.timeoutMs) }
       head.push(n.value as Buffer)
       headLen += (n.value as Buffer).length
     }
     const first = Buffer.concat(head)
-    const ft = await fileTypeFromBuffer(first)
+    const ft = await sniff(first)
     const want = KIND_MIME[kind] ?? /./
     if (!ft || !want.test(ft.mime)) {
       res.body.destroy()
@@ -119,6 +131,7 @@ async function fetchOnce (storage: Storage, base: string, kind: string, url: str
       transform (chunk: Buffer, _enc, cb) {
         size += chunk.length
         if (size > rules.maxBytes) cb(new ResultRejected(`result exceeds the ${rules.maxBytes} byte cap`))
+        else if (Date.now() > deadline) cb(new ResultTimeout(rules.timeoutMs))
         else cb(null, chunk)
       },
     })

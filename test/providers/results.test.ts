@@ -19,9 +19,17 @@ const server = createServer((req, res) => {
     case '/moved': res.writeHead(302, { location: '/v.mp4' }).end(); return
     case '/gone': res.writeHead(404).end(); return
     case '/big': res.writeHead(200, { 'content-type': 'video/mp4' }); res.write(mp4); res.end(Buffer.alloc(200_000)); return
+    // A body that never ends: a chunk every 20 ms, with a declared length (read whole) or chunked (streamed).
+    case '/drip-declared': drip(res.writeHead(200, { 'content-type': 'image/png', 'content-length': String(png.length + 500_000) })); return
+    case '/drip-chunked': drip(res.writeHead(200, { 'content-type': 'video/mp4' })); return
   }
   res.writeHead(404).end()
 })
+function drip (res: import('node:http').ServerResponse): void {
+  res.write(png.subarray(0, 100))
+  const timer = setInterval(() => res.write(Buffer.alloc(10)), 20)
+  res.on('close', () => clearInterval(timer))
+}
 await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
 const host = `127.0.0.1:${(server.address() as AddressInfo).port}`
 const dir = await mkdtemp(join(tmpdir(), 'gjt-results-'))
@@ -51,4 +59,11 @@ t.test('wrong kind, oversize, missing file and odd schemes are refused', async (
   t.equal(await storage.head('results/job_5.mp4'), null, 'nothing partial left behind')
   await t.rejects(storeResult(storage, 'job_6', 'video', `http://${host}/gone`, rules()), /404/)
   await t.rejects(storeResult(storage, 'job_6', 'video', 'file:///etc/passwd', rules()), { name: 'ResultRejected' })
+})
+
+t.test('a body that keeps trickling is cut at the whole-download deadline, read whole or streamed, and nothing is stored', async (t) => {
+  await t.rejects(storeResult(storage, 'job_7', 'image', `http://${host}/drip-declared`, rules({ timeoutMs: 200, attempts: 1 })), { name: 'ResultTimeout' })
+  await t.rejects(storeResult(storage, 'job_8', 'image', `http://${host}/drip-chunked`, rules({ timeoutMs: 200, attempts: 1 })), { name: 'ResultTimeout' })
+  t.equal(await storage.head('results/job_7.png'), null)
+  t.equal(await storage.head('results/job_8.png'), null)
 })

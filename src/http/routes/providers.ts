@@ -32,15 +32,11 @@ function keysUnavailable (reason: string): boolean {
 /** Waits before each further lookup of an upstream id not found yet (2.5 s in all). */
 const LOOKUP_RETRY_MS = [50, 150, 300, 500, 1500]
 
+/** The body, read whole by the front end up to CALLBACK_BODY_LIMIT (the route's rawBodyLimit). */
 async function readRaw (ctx: RouteContext): Promise<Buffer> {
-  const chunks: Buffer[] = []
-  let n = 0
-  for await (const c of ctx.bodyStream!) {
-    n += (c as Buffer).length
-    if (n > CALLBACK_BODY_LIMIT) throw tooLarge()
-    chunks.push(c as Buffer)
+  try { return await ctx.rawBytes! } catch (err) {
+    throw err instanceof ApiError && err.code === 'PAYLOAD_TOO_LARGE' ? tooLarge() : err
   }
-  return Buffer.concat(chunks, n)
 }
 
 function tooLarge (): ApiError {
@@ -155,6 +151,7 @@ export const routes: Route[] = [
     path: '/v1/providers/:name/callback',
     auth: 'public',
     rawBody: true,
+    rawBodyLimit: CALLBACK_BODY_LIMIT,
     summary: 'Provider callback (fal, replicate, kie): verified per provider; 401 when verification fails',
     tag: 'Providers',
     errors: ['CALLBACK_UNVERIFIED', 'NOT_FOUND', 'PAYLOAD_TOO_LARGE', 'RATE_LIMIT_EXCEEDED'],

@@ -160,6 +160,11 @@ export interface BaselineProcess {
   stop (): Promise<void>
 }
 
+/** Extra node flags for baselines and stubs (BENCH_BASELINE_FLAGS, e.g. --cpu-prof), as BENCH_NODE_FLAGS is for the service. */
+function baselineFlags (): string[] {
+  return (process.env.BENCH_BASELINE_FLAGS ?? '').split(/\s+/).filter(Boolean)
+}
+
 /**
  * Forks dist/bench/<script>.js; the child answers `{type: 'ready', port}` over IPC once it
  * listens, and may answer further commands (`{id, ...}` -> `{id, ...}`).
@@ -173,7 +178,7 @@ export async function startBaseline (name: string, script: string, env: Record<s
   const child = fork(join(DIST, 'bench', script), [], {
     env: { ...process.env as Record<string, string>, PORT: String(port), BENCH_DATA_DIR: dataDir, ...env },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    ...(cpus === null ? { execArgv: [] } : { execPath: 'taskset', execArgv: ['-c', cpus, process.execPath] }),
+    ...(cpus === null ? { execArgv: baselineFlags() } : { execPath: 'taskset', execArgv: ['-c', cpus, process.execPath, ...baselineFlags()] }),
   })
   const waiting = new Map<number, (v: any) => void>()
   let next = 1

@@ -1,7 +1,7 @@
 import { Readable, Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { request } from 'undici'
 import { downloadAgent } from '../net/agents.js'
+import { get } from '../net/get.js'
 import type { Storage } from '../storage/storage.js'
 import { sniff } from './sniff.js'
 
@@ -55,34 +55,22 @@ export async function storeResult (storage: Storage, base: string, kind: string,
  */
 export const BUFFERED_MAX = 8 * 1024 * 1024
 
-/** Reads a body of `declared` bytes into one buffer, checks its kind and stores it. */
-type Body = AsyncIterable<unknown> & { destroy (): void }
-
 /** The download ran past its whole-download deadline (retried like any failed download). */
 export class ResultTimeout extends Error {
   override name = 'ResultTimeout'
   constructor (timeoutMs: number) { super(`result download took longer than ${timeoutMs} ms`) }
 }
 
-async function storeBuffered (storage: Storage, base: string, kind: string, body: Body, declared: number, rules: ResultRules, deadline: number): Promise<{
+/** A body read whole (its declared length within BUFFERED_MAX): its kind checked, then stored. */
+async function storeBuffered (storage: Storage, base: string, kind: string, data: Buffer): Promise<{
   url: string; key: string; contentType: string; size: number
 }> {
-  const chunks: Buffer[] = []
-  let size = 0
-  for await (const c of body) {
-    if (Date.now() > deadline) { body.destroy(); throw new ResultTimeout(rules.timeoutMs) }
-    size += (c as Buffer).length
-    // A body longer than it declared is cut at the cap like a streamed one.
-    if (size > rules.maxBytes || size > BUFFERED_MAX) { body.destroy(); throw new ResultRejected(`result exceeds its declared ${declared} bytes`) }
-    chunks.push(c as Buffer)
-  }
-  const data = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size)
   const ft = await sniff(data.subarray(0, 4100))
   const want = KIND_MIME[kind] ?? /./
   if (!ft || !want.test(ft.mime)) throw new ResultRejected(`result content is ${ft?.mime ?? 'unrecognised'}, not a ${kind} file`)
   const key = `results/${base}.${ft.ext}`
   await storage.put(key, data, ft.mime)
-  return { url: storage.url(key), key, contentType: ft.mime, size }
+  return { url: storage.url(key), key, contentType: ft.mime, size: data.length }
 }
 
 async function fetchOnce (storage: Storage, base: string, kind: string, url: string, rules: ResultRules): Promise<{
@@ -94,28 +82,32 @@ async function fetchOnce (storage: Storage, base: string, kind: string, url: str
     let u: URL
     try { u = new URL(target) } catch { throw new ResultRejected(`result URL is not a URL: ${target.slice(0, 200)}`) }
     if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new ResultRejected(`result URL scheme ${u.protocol} not allowed`)
-    const res = await request(u, { method: 'GET', dispatcher: downloadAgent(rules.allowlist), headersTimeout: 30_000, bodyTimeout: 60_000 })
-    if (res.statusCode >= 300 && res.statusCode < 400 && res.headers.location && hop < 3) {
-      res.body.resume()
-      target = new URL(String(res.headers.location), u).toString()
+    const res = await get(u, {
+      dispatcher: downloadAgent(rules.allowlist),
+      headersTimeout: 30_000,
+      bodyTimeout: 60_000,
+      bufferMax: Math.min(BUFFERED_MAX, rules.maxBytes),
+      // A body longer than it declared is cut at the cap like a streamed one.
+      check: (size, declared) => Date.now() > deadline ? new ResultTimeout(rules.timeoutMs) : size > BUFFERED_MAX || size > rules.maxBytes ? new ResultRejected(`result exceeds its declared ${declared} bytes`) : null,
+    })
+    const location = res.headers.location
+    if (res.status >= 300 && res.status < 400 && location && hop < 3) {
+      target = new URL(String(location), u).toString()
       continue
     }
-    if (res.statusCode !== 200) {
-      res.body.resume()
-      throw new Error(`fetching the provider result answered ${res.statusCode}`)
-    }
-    const declared = Number(res.headers['content-length'])
-    if (Number.isFinite(declared) && declared > rules.maxBytes) { res.body.destroy(); throw new ResultRejected(`result is ${declared} bytes, over the ${rules.maxBytes} byte cap`) }
-    if (Number.isFinite(declared) && declared <= BUFFERED_MAX) return storeBuffered(storage, base, kind, res.body, declared, rules, deadline)
+    if (res.status !== 200) throw new Error(`fetching the provider result answered ${res.status}`)
+    if (res.declared > rules.maxBytes) { res.abort(new ResultRejected('over the cap')); throw new ResultRejected(`result is ${res.declared} bytes, over the ${rules.maxBytes} byte cap`) }
+    if (res.whole !== null) return storeBuffered(storage, base, kind, await res.whole)
+    const body = res.stream!
     // The head of the body decides the type (magic bytes); the rest streams into storage.
-    const iter = res.body[Symbol.asyncIterator]()
+    const iter = body[Symbol.asyncIterator]()
     const head: Buffer[] = []
     let headLen = 0
     let done = false
     while (headLen < 4100) {
       const n = await iter.next()
       if (n.done) { done = true; break }
-      if (Date.now() > deadline) { res.body.destroy(); throw new ResultTimeout(rules.timeoutMs) }
+      if (Date.now() > deadline) { body.destroy(); throw new ResultTimeout(rules.timeoutMs) }
       head.push(n.value as Buffer)
       headLen += (n.value as Buffer).length
     }
@@ -123,7 +115,7 @@ async function fetchOnce (storage: Storage, base: string, kind: string, url: str
     const ft = await sniff(first)
     const want = KIND_MIME[kind] ?? /./
     if (!ft || !want.test(ft.mime)) {
-      res.body.destroy()
+      body.destroy()
       throw new ResultRejected(`result content is ${ft?.mime ?? 'unrecognised'}, not a ${kind} file`)
     }
     let size = 0

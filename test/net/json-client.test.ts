@@ -4,6 +4,7 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
+import { Agent } from 'undici'
 import { AnswerTooLarge, NoAnswer, requestJson } from '../../src/net/json-client.js'
 
 const server = createServer((req, res) => {
@@ -54,4 +55,16 @@ t.test('no answer: timeout, the caller\'s abort, a refused connection', async t 
   const refused = await requestJson('GET', `http://127.0.0.1:${port}/`, { timeoutMs: 2000, maxBytes: 1000 }).catch((x: unknown) => x)
   t.type(refused, NoAnswer)
   t.match((refused as Error).message, /ECONNREFUSED|connect/)
+})
+
+t.test('a request still waiting for a socket ends at its deadline too; the others are unaffected', async t => {
+  const one = new Agent({ connections: 1 })
+  t.teardown(() => one.destroy())
+  const hung = requestJson('GET', `${base}/hang`, { timeoutMs: 3000, maxBytes: 1000, dispatcher: one }).catch((x: unknown) => x)
+  const queued = await requestJson('GET', `${base}/text`, { timeoutMs: 100, maxBytes: 1000, dispatcher: one }).catch((x: unknown) => x)
+  t.type(queued, NoAnswer)
+  t.equal((queued as Error).message, 'no answer within 100 ms', 'queued behind a request that never answers')
+  t.equal(((await hung) as Error).message, 'no answer within 3000 ms', 'the first ends at its own deadline')
+  const after = await requestJson('GET', `${base}/text`, { timeoutMs: 2000, maxBytes: 1000, dispatcher: one })
+  t.equal(after.text, 'not json', 'the socket is free again')
 })

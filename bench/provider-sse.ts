@@ -2,7 +2,8 @@
  * `provider-sse`: callback-to-SSE latency. K image jobs (--webhook-jobs, default 5000;
  * nano-banana routed to fal) are created through the API and held in flight by the fal
  * contract stub (its own process, hold mode: IN_PROGRESS, no callback); one SSE stream per job
- * is opened (GET /v1/sse/jobs/{id}, the Node client in the runner); then the stub releases the
+ * is opened (GET /v1/sse/jobs/{id}, the C client of bench/lib/sse-client.c, or the Node client
+ * in the runner without a compiler); then the stub releases the
  * jobs at --callback-rate callbacks a second (default 1000), evenly spaced, each callback signed
  * and POSTed as fal does, the service verifying it, downloading the result into storage and
  * completing the job. Latency of a job: from the moment the stub starts its callback (wall
@@ -10,13 +11,14 @@
  * arrives at the client. Target: p99 <= 50 ms at 1000 callbacks a second.
  */
 import { randomBytes } from 'node:crypto'
+import { appendFileSync } from 'node:fs'
 import { startFalStubProcess, type FalStubProcess } from './lib/children.js'
 import type { Metrics } from './lib/load.js'
 import { cpuUs } from './lib/proc.js'
 import { falRoutesEnv } from './lib/provider-routes.js'
 import { percentile, sleep, until, type Check, type Scenario } from './lib/scenario.js'
 import { ledgerInvariant, seedAccounts, type SeededAccount } from './lib/seed.js'
-import { closeStreams, openStreams } from './lib/sse-client.js'
+import { openSse } from './lib/sse-native.js'
 import { bootStack, type Stack } from './lib/stack.js'
 
 const ACCOUNTS = 50
@@ -77,10 +79,9 @@ export const scenario: Scenario = {
         const held0 = (await stub.control<{ held: number }>('stats')).held
         const jobs = await createHeld(s, accounts, Math.ceil(count / ACCOUNTS))
         if (!await until(async () => (await stub.control<{ held: number }>('stats')).held >= held0 + jobs.length, 120_000, 100)) throw new Error('the jobs did not all reach the stub within 2 min')
-        const opened = await openStreams({
+        const opened = await openSse({
           port: s.svc.port, n: jobs.length, path: (i) => `/v1/sse/jobs/${jobs[i].id}`, headers: (i) => ({ 'x-api-key': jobs[i].key, accept: 'text/event-stream' }),
         })
-        const streams = opened.streams.filter(x => x.openedAt > 0)
         if (opened.failed) o.log(`  ${opened.failed} streams failed to open: ${JSON.stringify(opened.statuses)}`)
         await sleep(1000)
         const c0 = cpuUs(s.svc.pid)
@@ -89,27 +90,32 @@ export const scenario: Scenario = {
         await stub.control('hold', { on: false })
         await stub.control('defaults', { finishAfterMs: 50 })
         await stub.control('release', { rate })
-        const all = await until(() => streams.every(x => x.doneAt > 0), jobs.length / rate * 1000 + 60_000, 5)
+        const doneAt = await opened.done(jobs.length / rate * 1000 + 60_000)
         const c1 = cpuUs(s.svc.pid)
         await until(async () => !(await stub.control<{ releasing: boolean }>('stats')).releasing, 30_000, 50)
         await stub.control('defaults', { finishAfterMs: null })
         await stub.control('hold', { on: true })
         const released = await stub.control<Array<[string, number, number | null]>>('released')
         await stub.control('forget', {})
-        closeStreams(opened.streams)
+        await opened.close()
         const sent = new Map(released.map(([job, at]) => [job, at]))
         notOk += released.filter(r => r[2] !== 200).length
-        const lat: number[] = []
-        for (const x of streams) {
-          const at = sent.get(jobs[x.index].id)
-          if (x.doneAt > 0 && at !== undefined) lat.push(performance.timeOrigin + x.doneAt - at)
-        }
-        if (!all) o.log(`  ${streams.filter(x => x.doneAt === 0).length} streams saw no done`)
+        // Each job's callback start (epoch ms) and latency to its stream's done.
+        const seen: Array<[number, number]> = []
+        doneAt.forEach((t, i) => {
+          const at = sent.get(jobs[i].id)
+          if (t > 0 && at !== undefined) seen.push([at, performance.timeOrigin + t - at])
+        })
+        const lat = seen.map(x => x[1])
+        const missing = opened.count - doneAt.filter(t => t > 0).length
+        if (missing > 0) o.log(`  ${missing} streams saw no done`)
+        // PROVIDER_SSE_TRACE=<file>: those pairs, a line each, to see when in the round the tail happens.
+        if (process.env.PROVIDER_SSE_TRACE) appendFileSync(process.env.PROVIDER_SSE_TRACE, seen.map(([at, l]) => `${at.toFixed(1)} ${l.toFixed(1)}`).join('\n') + '\n')
         const times = released.map(r => r[1])
         const spanS = (Math.max(...times) - Math.min(...times)) / 1000
         await sleep(500)
         return {
-          streams: streams.length,
+          streams: opened.count,
           delivered: lat.length,
           delivery_p50_ms: percentile(lat, 50),
           delivery_p99_ms: percentile(lat, 99),
@@ -123,7 +129,7 @@ export const scenario: Scenario = {
         sides: [{ name: 'service', role: 'service', warmup: async () => { await round(k) }, measure: () => round(k) }],
         targets: [{ metric: 'delivery_p99_ms', kind: 'absolute', op: '<=', value: 50 }],
         show: ['streams', 'delivered', 'delivery_p50_ms', 'delivery_max_ms', 'callbacks_per_s', 'callbacks_not_200', 'cpu_us_per_job'],
-        notes: [`${k} jobs a round over ${ACCOUNTS} accounts, one SSE stream each (Node client in the runner), callbacks released by the stub (its own process) at ${rate}/s; latency from the start of each callback (before signing) to its stream's done`],
+        notes: [`${k} jobs a round over ${ACCOUNTS} accounts, one SSE stream each (C client, its own process), callbacks released by the stub (its own process) at ${rate}/s; latency from the start of each callback (before signing) to its stream's done`],
         after: async () => {
           const inv = await ledgerInvariant(s.db.sql)
           const [r] = await s.db.sql<{ jobs: number; not_completed: number }[]>`

@@ -14,51 +14,19 @@
 import { startBaseline, type BaselineProcess } from './lib/children.js'
 import type { Metrics } from './lib/load.js'
 import { cpuUs, threadsCpuUs } from './lib/proc.js'
-import { percentile, sleep, until, type BenchOptions, type Scenario, type Side } from './lib/scenario.js'
+import { percentile, sleep, type BenchOptions, type Scenario, type Side } from './lib/scenario.js'
 import { api, createJobs, seedAccounts, type SeededAccount } from './lib/seed.js'
-import { closeStreams, openStreams } from './lib/sse-client.js'
-import { nativeClient, openNative, type NativeOpenOptions } from './lib/sse-native.js'
+import { nativeClient, openSse } from './lib/sse-native.js'
 import { bootStack, type Stack } from './lib/stack.js'
 import { QUEUE_PROMPT } from './sse-hold.js'
 
 const JOBS = 10
 
-/** The streams of one round, from either client. */
-interface Opened {
-  count: number
-  failed: number
-  statuses: Record<string, number>
-  /** The client's own CPU so far (µs). */
-  cpuUs (): Promise<number>
-  /** Every stream's done time (performance.now() ms; 0 when not seen), once all saw it or after timeoutMs. */
-  done (timeoutMs: number): Promise<number[]>
-  close (): Promise<void>
-}
-
-async function open (o: NativeOpenOptions): Promise<Opened> {
-  const bin = nativeClient()
-  if (bin !== null) {
-    const c = await openNative(bin, o)
-    return { count: c.opened, failed: c.failed, statuses: c.statuses, cpuUs: c.cpuUs, done: c.waitDone, close: c.close }
-  }
-  const r = await openStreams(o)
-  const streams = r.streams.filter(s => s.openedAt > 0)
-  return {
-    count: streams.length,
-    failed: r.failed,
-    statuses: r.statuses,
-    // The runner's own process: the triggers' requests are counted in too.
-    cpuUs: async () => { const u = process.cpuUsage(); return u.user + u.system },
-    done: async (timeoutMs) => { await until(() => streams.every(s => s.doneAt > 0), timeoutMs, 5); return streams.map(s => s.doneAt) },
-    close: async () => { closeStreams(r.streams) },
-  }
-}
-
 async function fanoutRound (
   o: BenchOptions, pid: number, port: number, n: number, jobs: Array<{ id: string; key: string }>, path: (id: string) => string,
   headers: (key: string) => Record<string, string>, trigger: (j: { id: string; key: string }) => Promise<number>
 ): Promise<Metrics> {
-  const r = await open({ port, n, path: (i) => path(jobs[i % jobs.length].id), headers: (i) => headers(jobs[i % jobs.length].key) })
+  const r = await openSse({ port, n, path: (i) => path(jobs[i % jobs.length].id), headers: (i) => headers(jobs[i % jobs.length].key) })
   if (r.failed) o.log(`  ${r.failed} streams failed to open: ${JSON.stringify(r.statuses)}`)
   await sleep(1500)
   const c0 = cpuUs(pid)

@@ -8,7 +8,8 @@
  * stdin:  "<port> <n> <sources> <concurrency>\n", then n requests, each "<len>\n" + len bytes;
  *         then commands, one a line: "cpu" (answers "cpu <user+sys us>"), "wait <ms>" (answers,
  *         once every open stream saw done or after ms, "done <k> <open>" and then one line of
- *         the open streams' done times, CLOCK_MONOTONIC ns, 0 when not seen), "close" (exits).
+ *         every stream's done time in request order, CLOCK_MONOTONIC ns, 0 when not seen or not
+ *         opened), "close" (exits).
  * stdout: "opened <k> failed <f> <status>=<count>,..." once every stream settled.
  */
 #define _GNU_SOURCE
@@ -157,7 +158,7 @@ static void report (void) {
   int k = 0, open = 0;
   for (int i = 0; i < n; i++) if (ss[i].status == 200) { open++; if (ss[i].done) k++; }
   printf("done %d %d\n", k, open);
-  for (int i = 0; i < n; i++) if (ss[i].status == 200) printf("%lld ", ss[i].done);
+  for (int i = 0; i < n; i++) printf("%lld ", ss[i].status == 200 ? ss[i].done : 0LL);
   printf("\n");
   fflush(stdout);
 }

@@ -1,11 +1,13 @@
 /**
- * The C SSE client (bench/lib/sse-client.c) for sse-fanout: built with the system's C
+ * The C SSE client (bench/lib/sse-client.c) for sse-fanout and provider-sse: built with the system's C
  * compiler on first use (cached in the temp directory by the source's hash), one child
  * process per round, driven over stdin/stdout. Null from `nativeClient()` when no compiler is
  * found or the build fails; the scenario then uses the Node client (bench/lib/sse-client.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { buildNative } from './native.js'
+import { until } from './scenario.js'
+import { closeStreams, openStreams } from './sse-client.js'
 
 /** The client's executable, built on first call; null when it cannot be built here (or SSE_CLIENT=node). */
 export function nativeClient (): string | null {
@@ -18,7 +20,7 @@ export interface NativeStreams {
   statuses: Record<string, number>
   /** The client's own CPU (user + system) so far, µs. */
   cpuUs (): Promise<number>
-  /** Waits until every open stream saw `done` (or timeoutMs): their done times, performance.now() ms (0: not seen). */
+  /** Waits until every open stream saw `done` (or timeoutMs): each requested stream's done time, performance.now() ms (0: not seen or not opened). */
   waitDone (timeoutMs: number): Promise<number[]>
   close (): Promise<void>
 }
@@ -102,5 +104,46 @@ function lineReader (child: ChildProcess): { next (): Promise<string> } {
       if (ended) return Promise.reject(new Error('native SSE client exited'))
       return new Promise((resolve, reject) => waiting.push({ resolve, reject }))
     },
+  }
+}
+
+/** The streams of one round, from either client. */
+export interface OpenedStreams {
+  count: number
+  failed: number
+  statuses: Record<string, number>
+  /** The client's own CPU so far (µs). */
+  cpuUs (): Promise<number>
+  /** Each requested stream's done time (performance.now() ms; 0 when not seen or not opened), once all saw it or after timeoutMs. */
+  done (timeoutMs: number): Promise<number[]>
+  close (): Promise<void>
+}
+
+/**
+ * Opens the streams with the C client, or with the Node client in this process when there is
+ * no compiler (SSE_CLIENT=node): the C client keeps the measuring process's own garbage
+ * collections and CPU out of the latencies it reports.
+ */
+export async function openSse (o: NativeOpenOptions): Promise<OpenedStreams> {
+  const bin = nativeClient()
+  if (bin !== null) {
+    const c = await openNative(bin, o)
+    return { count: c.opened, failed: c.failed, statuses: c.statuses, cpuUs: c.cpuUs, done: c.waitDone, close: c.close }
+  }
+  const r = await openStreams(o)
+  const streams = r.streams.filter(s => s.openedAt > 0)
+  return {
+    count: streams.length,
+    failed: r.failed,
+    statuses: r.statuses,
+    // The runner's own process: whatever else it does is counted in too.
+    cpuUs: async () => { const u = process.cpuUsage(); return u.user + u.system },
+    done: async (timeoutMs) => {
+      await until(() => streams.every(s => s.doneAt > 0), timeoutMs, 5)
+      const at = new Array<number>(o.n).fill(0)
+      for (const s of streams) at[s.index] = s.doneAt
+      return at
+    },
+    close: async () => { closeStreams(r.streams) },
   }
 }

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { table } from '../../bench/run.js'
 import { closeStreams, openStreams } from '../../bench/lib/sse-client.js'
-import { nativeClient, openNative } from '../../bench/lib/sse-native.js'
+import { nativeClient, openNative, openSse } from '../../bench/lib/sse-native.js'
 import { until } from '../../bench/lib/scenario.js'
 
 /** An SSE server: /ok/<i> streams, /missing answers 404; `end(i)` writes stream i's done in two pieces. */
@@ -57,8 +57,8 @@ t.test('C client: opens, counts statuses, finds a split done, reports 0 without 
   for (let i = 0; i < 20; i++) if (i % 5 !== 4 && i !== 7) await s.end(i)
   const times = await c.waitDone(500)
   const after = performance.now()
-  t.equal(times.length, 16)
-  t.equal(times.filter(x => x === 0).length, 1, 'the stream that got no done reports 0')
+  t.equal(times.length, 20, 'one time per requested stream, in request order')
+  t.same(times.map((x, i) => x === 0 ? i : -1).filter(i => i >= 0), [4, 7, 9, 14, 19], 'the stream that got no done and the four not opened report 0')
   for (const x of times.filter(x => x > 0)) t.ok(x >= before && x <= after, `done time ${x} within [${before}, ${after}]`)
   t.ok(await c.cpuUs() > 0)
 })
@@ -75,6 +75,23 @@ t.test('Node client: the same streams, the same counts and split done', async (t
   t.ok(await until(() => r.streams.filter(x => x.doneAt > 0).length === 15, 5000, 10))
   await new Promise(resolve => setTimeout(resolve, 100))
   t.equal(r.streams.filter(x => x.doneAt === 0).length, 1)
+})
+
+t.test('openSse: either client gives each requested stream its done time in request order', async (t) => {
+  for (const client of bin === null ? ['node'] : ['c', 'node']) {
+    const prev = process.env.SSE_CLIENT
+    if (client === 'node') process.env.SSE_CLIENT = 'node'
+    const s = await sseServer()
+    const r = await openSse({ port: s.port, n: 20, path, headers: () => ({ accept: 'text/event-stream' }) })
+    if (prev === undefined) delete process.env.SSE_CLIENT; else process.env.SSE_CLIENT = prev
+    t.equal(r.count, 16, `${client}: 16 opened`)
+    t.ok(await until(() => s.open() === 16, 5000, 10))
+    for (let i = 0; i < 20; i++) if (i % 5 !== 4 && i !== 7) await s.end(i)
+    const times = await r.done(500)
+    t.same(times.map((x, i) => x === 0 ? i : -1).filter(i => i >= 0), [4, 7, 9, 14, 19], `${client}: zeros where no done was seen`)
+    await r.close()
+    await s.close()
+  }
 })
 
 t.test('table: one row set per service side, named after it', async (t) => {

@@ -9,6 +9,10 @@
 import { startFalStub } from '../../test/fixtures/fal-stub.js'
 
 const stub = await startFalStub()
+// Idle connections kept a minute, as a provider's API and media CDN keep them (Node's default is
+// 5 s): the scenarios' rounds pause for longer than that between their bursts, and a provider's
+// client would not reconnect for every burst.
+stub.server.keepAliveTimeout = 60_000
 setInterval(() => { stub.requests.length = 0; stub.callbacks.length = 0 }, 2000).unref()
 process.on('message', (m: any) => {
   if (m?.cmd === 'info') process.send!({ id: m.id, url: stub.url, key: stub.key, jwksUrl: stub.jwksUrl })

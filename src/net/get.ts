@@ -55,6 +55,9 @@ class GetHandler implements Dispatcher.DispatchHandler {
       whole.catch(() => {})
     } else if (status === 200) {
       this.stream = new Readable({ read: () => c.resume(), destroy: (err, cb) => { if (!c.aborted) c.abort(err ?? new Error('download stopped')); cb(err) } })
+      // A stream ended with an error nobody reads (the caller gave up on it) must not become an
+      // uncaught exception; a reader still gets the error.
+      this.stream.on('error', () => {})
     }
     this.resolve({ status, headers, declared, whole, stream: this.stream, abort: (err) => { if (!c.aborted) c.abort(err) } })
   }

@@ -124,10 +124,10 @@ export function requestJson (method: 'GET' | 'POST' | 'PUT', url: string, o: Jso
           status = statusCode
           answerHeaders = flatten(h)
         },
-        onResponseData (c, chunk) {
+        onResponseData (_c, chunk) {
           if (done) return
           size += chunk.length
-          if (size > o.maxBytes) { end(new AnswerTooLarge(status, o.maxBytes)); c.abort(new AnswerTooLarge(status, o.maxBytes)); return }
+          if (size > o.maxBytes) { end(new AnswerTooLarge(status, o.maxBytes)); return }
           chunks.push(chunk)
         },
         onResponseEnd () {

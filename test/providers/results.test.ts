@@ -20,6 +20,7 @@ const server = createServer((req, res) => {
     case '/gone': res.writeHead(404).end(); return
     case '/big': res.writeHead(200, { 'content-type': 'video/mp4' }); res.write(mp4); res.end(Buffer.alloc(200_000)); return
     // A body that never ends: a chunk every 20 ms, with a declared length (read whole) or chunked (streamed).
+    case '/huge': res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': '5000000' }); res.write(mp4); return
     case '/drip-declared': drip(res.writeHead(200, { 'content-type': 'image/png', 'content-length': String(png.length + 500_000) })); return
     case '/drip-chunked': drip(res.writeHead(200, { 'content-type': 'video/mp4' })); return
   }
@@ -57,6 +58,7 @@ t.test('wrong kind, oversize, missing file and odd schemes are refused', async (
   await t.rejects(storeResult(storage, 'job_4', 'video', `http://${host}/a.png`, rules()), { name: 'ResultRejected' }, 'a PNG is not a video')
   await t.rejects(storeResult(storage, 'job_5', 'video', `http://${host}/big`, rules({ maxBytes: 100_000 })), { name: 'ResultRejected' }, 'over the cap while streaming')
   t.equal(await storage.head('results/job_5.mp4'), null, 'nothing partial left behind')
+  await t.rejects(storeResult(storage, 'job_5', 'video', `http://${host}/huge`, rules({ maxBytes: 100_000 })), { name: 'ResultRejected', message: /5000000 bytes, over/ }, 'declared over the cap: refused before reading')
   await t.rejects(storeResult(storage, 'job_6', 'video', `http://${host}/gone`, rules()), /404/)
   await t.rejects(storeResult(storage, 'job_6', 'video', 'file:///etc/passwd', rules()), { name: 'ResultRejected' })
 })

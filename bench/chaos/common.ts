@@ -107,6 +107,16 @@ export async function providerJobsCheck (sql: postgres.Sql, fal: FalStub, ids: s
       (SELECT count(*)::int FROM credit_entries WHERE job_id = ANY(${ids}) AND kind = 'refund') AS provider_jobs_refunded,
       (SELECT count(*)::int FROM (SELECT job_id FROM job_upstream_events WHERE job_id = ANY(${ids}) AND source = 'stored' GROUP BY job_id HAVING count(*) > 1) x) AS provider_jobs_stored_twice
     FROM jobs WHERE id = ANY(${ids})`
+  if (r.provider_jobs_not_completed > 0) {
+    // What happened to each: its status, error and upstream history, for the run's log.
+    const bad = await sql<Array<{ id: string; status: string; error_message: string | null }>>`
+      SELECT id, status, error_message FROM jobs WHERE id = ANY(${ids}) AND status <> 'completed' LIMIT 5`
+    for (const j of bad) {
+      const evs = await sql<Array<{ at: Date; source: string; state: string; detail: unknown }>>`
+        SELECT at, source, state, detail FROM job_upstream_events WHERE job_id = ${j.id} ORDER BY at`
+      console.error(`  provider job ${j.id} ${j.status}: ${j.error_message ?? ''}\n${evs.map(e => `    ${e.at.toISOString()} ${e.source} ${e.state} ${JSON.stringify(e.detail)?.slice(0, 300)}`).join('\n')}`)
+    }
+  }
   // Upstream jobs per job of ours (the callback URL names it): more than one is a duplicate submission.
   const perJob = new Map<string, number>()
   for (const j of fal.jobs.values()) {

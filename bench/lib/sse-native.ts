@@ -14,14 +14,16 @@ export function nativeClient (): string | null {
   return process.env.SSE_CLIENT === 'node' ? null : buildNative('sse-client')
 }
 
-export interface NativeStreams {
-  opened: number
+/** The streams of one round, from either client. */
+export interface OpenedStreams {
+  /** Streams opened (answered 200). */
+  count: number
   failed: number
   statuses: Record<string, number>
   /** The client's own CPU (user + system) so far, µs. */
   cpuUs (): Promise<number>
   /** Waits until every open stream saw `done` (or timeoutMs): each requested stream's done time, performance.now() ms (0: not seen or not opened). */
-  waitDone (timeoutMs: number): Promise<number[]>
+  done (timeoutMs: number): Promise<number[]>
   close (): Promise<void>
 }
 
@@ -35,7 +37,7 @@ export interface NativeOpenOptions {
 }
 
 /** Starts the client and opens n streams (as bench/lib/sse-client.ts openStreams does). */
-export async function openNative (bin: string, o: NativeOpenOptions): Promise<NativeStreams> {
+export async function openNative (bin: string, o: NativeOpenOptions): Promise<OpenedStreams> {
   const child = spawn(bin, [], { stdio: ['pipe', 'pipe', 'inherit'] })
   const lines = lineReader(child)
   const parts: Buffer[] = [Buffer.from(`${o.port} ${o.n} ${o.sources ?? 8} ${o.concurrency ?? 256}\n`)]
@@ -52,14 +54,14 @@ export async function openNative (bin: string, o: NativeOpenOptions): Promise<Na
   const statuses: Record<string, number> = {}
   for (const kv of m[3].split(',').filter(Boolean)) { const [k, v] = kv.split('='); statuses[k] = Number(v) }
   return {
-    opened: Number(m[1]),
+    count: Number(m[1]),
     failed: Number(m[2]),
     statuses,
     async cpuUs () {
       child.stdin!.write('cpu\n')
       return Number((await lines.next()).split(' ')[1])
     },
-    async waitDone (timeoutMs) {
+    async done (timeoutMs) {
       child.stdin!.write(`wait ${timeoutMs}\n`)
       await lines.next()
       const times = (await lines.next()).trim().split(' ').filter(Boolean).map(Number)
@@ -107,18 +109,6 @@ function lineReader (child: ChildProcess): { next (): Promise<string> } {
   }
 }
 
-/** The streams of one round, from either client. */
-export interface OpenedStreams {
-  count: number
-  failed: number
-  statuses: Record<string, number>
-  /** The client's own CPU so far (µs). */
-  cpuUs (): Promise<number>
-  /** Each requested stream's done time (performance.now() ms; 0 when not seen or not opened), once all saw it or after timeoutMs. */
-  done (timeoutMs: number): Promise<number[]>
-  close (): Promise<void>
-}
-
 /**
  * Opens the streams with the C client, or with the Node client in this process when there is
  * no compiler (SSE_CLIENT=node): the C client keeps the measuring process's own garbage
@@ -126,10 +116,7 @@ export interface OpenedStreams {
  */
 export async function openSse (o: NativeOpenOptions): Promise<OpenedStreams> {
   const bin = nativeClient()
-  if (bin !== null) {
-    const c = await openNative(bin, o)
-    return { count: c.opened, failed: c.failed, statuses: c.statuses, cpuUs: c.cpuUs, done: c.waitDone, close: c.close }
-  }
+  if (bin !== null) return openNative(bin, o)
   const r = await openStreams(o)
   const streams = r.streams.filter(s => s.openedAt > 0)
   return {

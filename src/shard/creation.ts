@@ -1,7 +1,7 @@
 import { dbUnavailable, isDbUnavailable } from '../db/connect.js'
 import { ApiError } from '../errors.js'
 import type { Sql } from '../db/connect.js'
-import { LEASE_MS } from '../db/jobs.js'
+import { getJob, LEASE_MS } from '../db/jobs.js'
 import type { RouteRecord, UpstreamEvent } from '../db/upstream.js'
 import { ChargeRefused } from '../db/ledger.js'
 import type { JobRow } from '../jobs/view.js'
@@ -66,6 +66,45 @@ export function createdOf (row: JobRow, remaining: number): CreatedJobView {
     id: row.id, status: row.status, model: row.model, credits_charged: row.credits_charged, remaining_credits: remaining,
     estimated_seconds: row.estimated_seconds
   }
+}
+
+const RUNNING = new Set(['queued', 'submitted', 'processing'])
+/** Waits before each read of a creation whose commit outcome is unknown (the last one repeats). */
+const RECORDED_LOOKS_MS = [1000, 2000, 5000, 10_000, 30_000]
+/** Reads stop after this long (the database still unreachable). */
+const RECORDED_LOOK_FOR_MS = 10 * 60_000
+
+/**
+ * The database went away while a creation committed, so the job may be recorded (COMMIT
+ * landed) or not. Once a read answers: a recorded job is handed to `recorded` (the shard
+ * adopts and runs it, as it does a job claimed at start: nothing else would, since this node
+ * keeps its lease); a job that is not is handed to `absent` (its upstream job, which would run
+ * unpaid, is cancelled). While reads fail it looks again (after 1, 2, 5, 10 s, then every
+ * 30 s); after RECORDED_LOOK_FOR_MS it stops and says so (an upstream job is then left to run:
+ * it costs us, never the client, who was charged only if the row exists, and a restart of the
+ * node resumes a recorded job).
+ */
+export function settleUnknownCreation<R> (
+  read: () => Promise<R | undefined>, recorded: (row: R) => void, absent: () => void, log: ActorDeps['log'],
+  looks: readonly number[] = RECORDED_LOOKS_MS, lookForMs = RECORDED_LOOK_FOR_MS
+): Promise<'recorded' | 'absent' | 'unknown'> {
+  const started = Date.now()
+  let n = 0
+  return new Promise((resolve) => {
+    const look = (): void => {
+      read().then((row) => {
+        if (row === undefined) { absent(); resolve('absent') } else { recorded(row); resolve('recorded') }
+      }, () => {
+        if (Date.now() - started >= lookForMs) {
+          log('warn', 'creation outcome still unknown after the look window; left as it is')
+          resolve('unknown')
+          return
+        }
+        setTimeout(look, looks[Math.min(n++, looks.length - 1)])
+      })
+    }
+    setTimeout(look, looks[n++])
+  })
 }
 
 /** The 502 PROVIDER_ERROR messages a client reads: every route refused, or every breaker is open. */
@@ -229,8 +268,19 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
   } catch (err) {
     a.settled(c, req.keyId, null, false)
     if (holds) on.release(id)
-    if (handle) on.provider.cancel(handle).catch(() => {})
-    else if (submission) submission.then(x => on.provider.cancel(x), () => {}).catch(() => {})
+    const cancel = (): void => {
+      if (handle) on.provider.cancel(handle).catch(() => {})
+      else if (submission) submission.then(x => on.provider.cancel(x), () => {}).catch(() => {})
+    }
+    // Not recorded for certain: the upstream job would run unpaid. With the outcome unknown, a
+    // read decides: a recorded job is run here, an absent one's upstream job cancelled.
+    if (isDbUnavailable(err)) {
+      // The actor stays in the shard (not evicted) until the read decides.
+      a.busy++
+      const run = (r: JobRow): void => { if (RUNNING.has(r.status)) a.live.resume(r) }
+      void settleUnknownCreation(() => getJob(deps.sql, id), run, cancel, (level, msg) => deps.log(level, msg, { job: id }))
+        .finally(() => { a.busy-- })
+    } else cancel()
     if (err instanceof ChargeRefused) {
       // Another node spent the balance or used the free video first: answer from the row.
       throw refusedCharge(await a.reload(), d.trial, spec)

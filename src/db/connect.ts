@@ -332,6 +332,15 @@ export const READ_TIMEOUT_MS = 5000
  * during an outage must cost one bounded wait, not the account's every later message (docs/
  * decisions.md "postgres.js write-timer patch"). `p` itself runs on; a read is safe to abandon.
  */
+/**
+ * Reads that must agree with each other (a job and its ledger entries, which one statement
+ * changes together): one read-only transaction at REPEATABLE READ, so every read sees the same
+ * snapshot. Reads run in parallel on separate connections can straddle a commit.
+ */
+export function snapshot<T> (sql: Sql, reads: (tx: Tx) => Promise<T>): Promise<T> {
+  return sql.begin('isolation level repeatable read read only', reads) as Promise<T>
+}
+
 export function within<T> (p: Promise<T>, ms = READ_TIMEOUT_MS, what = 'query'): Promise<T> {
   let timer: NodeJS.Timeout | undefined
   return Promise.race([

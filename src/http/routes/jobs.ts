@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { ApiError } from '../../errors.js'
 import { Job } from '../../catalog/index.js'
+import { snapshot } from '../../db/connect.js'
 import { getJob, jobCreditEntries, listJobs } from '../../db/jobs.js'
 import { jobUpstream } from '../../db/upstream.js'
 import { jobDeliveries } from '../../db/webhooks.js'
@@ -121,9 +122,11 @@ export const routes: Route[] = [
     async handler (ctx) {
       const view = await ownJob(ctx, ctx.params.id)
       const sql = ctx.services.sql
-      const [row, credits, up, deliveries] = await Promise.all([
-        getJob(sql, view.id), jobCreditEntries(sql, ctx.caller!.accountId, view.id), jobUpstream(sql, view.id), jobDeliveries(sql, view.id),
-      ])
+      // One snapshot: a job and its refund are committed together, so the timeline never shows
+      // one without the other.
+      const [row, credits, up, deliveries] = await snapshot(sql, (tx) => Promise.all([
+        getJob(tx, view.id), jobCreditEntries(tx, ctx.caller!.accountId, view.id), jobUpstream(tx, view.id), jobDeliveries(tx, view.id),
+      ]))
       if (!row) throw new ApiError('JOB_NOT_FOUND')
       const job = viewOf(row)
       const t: Entry[] = [{ at: row.created_at.toISOString(), kind: 'created', message: `${row.type} job created on ${row.model}`, credits: null }]

@@ -33,7 +33,6 @@ export interface GetAnswer {
 }
 
 class GetHandler implements Dispatcher.DispatchHandler {
-  private controller: Dispatcher.DispatchController | null = null
   private chunks: Buffer[] | null = null
   private size = 0
   private stream: Readable | null = null
@@ -43,7 +42,8 @@ class GetHandler implements Dispatcher.DispatchHandler {
 
   constructor (private readonly o: GetOptions, private readonly resolve: (a: GetAnswer) => void, private readonly reject: (e: Error) => void) {}
 
-  onRequestStart (c: Dispatcher.DispatchController): void { this.controller = c }
+  // undici calls it before the request is sent; the controller comes again with every later call.
+  onRequestStart (): void {}
 
   onResponseStart (c: Dispatcher.DispatchController, status: number, headers: Record<string, string | string[] | undefined>): void {
     this.started = true

@@ -82,13 +82,17 @@ async function fetchOnce (storage: Storage, base: string, kind: string, url: str
     let u: URL
     try { u = new URL(target) } catch { throw new ResultRejected(`result URL is not a URL: ${target.slice(0, 200)}`) }
     if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new ResultRejected(`result URL scheme ${u.protocol} not allowed`)
+    const bufferMax = Math.min(BUFFERED_MAX, rules.maxBytes)
     const res = await get(u, {
       dispatcher: downloadAgent(rules.allowlist),
       headersTimeout: 30_000,
       bodyTimeout: 60_000,
-      bufferMax: Math.min(BUFFERED_MAX, rules.maxBytes),
-      // A body longer than it declared is cut at the cap like a streamed one.
-      check: (size, declared) => Date.now() > deadline ? new ResultTimeout(rules.timeoutMs) : size > BUFFERED_MAX || size > rules.maxBytes ? new ResultRejected(`result exceeds its declared ${declared} bytes`) : null,
+      bufferMax,
+      check: (size, declared) => {
+        if (Date.now() > deadline) return new ResultTimeout(rules.timeoutMs)
+        // A body longer than it declared is cut at the cap like a streamed one.
+        return size > bufferMax ? new ResultRejected(`result exceeds its declared ${declared} bytes`) : null
+      },
     })
     const location = res.headers.location
     if (res.status >= 300 && res.status < 400 && location && hop < 3) {
@@ -96,7 +100,11 @@ async function fetchOnce (storage: Storage, base: string, kind: string, url: str
       continue
     }
     if (res.status !== 200) throw new Error(`fetching the provider result answered ${res.status}`)
-    if (res.declared > rules.maxBytes) { res.abort(new ResultRejected('over the cap')); throw new ResultRejected(`result is ${res.declared} bytes, over the ${rules.maxBytes} byte cap`) }
+    if (res.declared > rules.maxBytes) {
+      const e = new ResultRejected(`result is ${res.declared} bytes, over the ${rules.maxBytes} byte cap`)
+      res.abort(e)
+      throw e
+    }
     if (res.whole !== null) return storeBuffered(storage, base, kind, await res.whole)
     const body = res.stream!
     // The head of the body decides the type (magic bytes); the rest streams into storage.

@@ -4,7 +4,7 @@ import type { Sql } from '../db/connect.js'
 import { getJob, LEASE_MS } from '../db/jobs.js'
 import type { RouteRecord, UpstreamEvent } from '../db/upstream.js'
 import { ChargeRefused } from '../db/ledger.js'
-import type { JobRow } from '../jobs/view.js'
+import { TERMINAL, type JobRow } from '../jobs/view.js'
 import type { CreatedJobView, JobCaller, JobSpec } from '../domain.js'
 import type { Providers, Route } from '../providers/registry.js'
 import { unsupportedOption } from '../providers/capabilities.js'
@@ -68,7 +68,6 @@ export function createdOf (row: JobRow, remaining: number): CreatedJobView {
   }
 }
 
-const RUNNING = new Set(['queued', 'submitted', 'processing'])
 /** Waits before each read of a creation whose commit outcome is unknown (the last one repeats). */
 const RECORDED_LOOKS_MS = [1000, 2000, 5000, 10_000, 30_000]
 /** Reads stop after this long (the database still unreachable). */
@@ -277,7 +276,7 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
     if (isDbUnavailable(err)) {
       // The actor stays in the shard (not evicted) until the read decides.
       a.busy++
-      const run = (r: JobRow): void => { if (RUNNING.has(r.status)) a.live.resume(r) }
+      const run = (r: JobRow): void => { if (!TERMINAL.has(r.status)) a.live.resume(r) }
       void settleUnknownCreation(() => getJob(deps.sql, id), run, cancel, (level, msg) => deps.log(level, msg, { job: id }))
         .finally(() => { a.busy-- })
     } else cancel()

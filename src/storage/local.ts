@@ -70,8 +70,7 @@ export class LocalStorage implements Storage {
 
   /** Header and bytes copied into one buffer of its own, moved to the writer thread. */
   private async putSmall (key: string, p: string, data: Buffer, contentType: string): Promise<StoredObject> {
-    const etag = etagOf(createHash('sha256').update(data))
-    const header = encodeHeader(contentType, etag)
+    const { etag, header } = headerOf(data, contentType)
     const bytes = Buffer.allocUnsafeSlow(header.length + data.length)
     header.copy(bytes, 0)
     data.copy(bytes, header.length)
@@ -141,9 +140,14 @@ export class LocalStorage implements Storage {
 interface Written { size: number; etag: string }
 
 /** A buffer: hashed first, then header and bytes in one write. */
-async function writeBuffer (tmp: string, data: Buffer, contentType: string): Promise<Written> {
+/** A buffer's ETag (a hash of its content) and the header written before it. */
+function headerOf (data: Buffer, contentType: string): { etag: string; header: Buffer } {
   const etag = etagOf(createHash('sha256').update(data))
-  const header = encodeHeader(contentType, etag)
+  return { etag, header: encodeHeader(contentType, etag) }
+}
+
+async function writeBuffer (tmp: string, data: Buffer, contentType: string): Promise<Written> {
+  const { etag, header } = headerOf(data, contentType)
   const fh = await open(tmp, 'wx')
   try {
     const total = header.length + data.length

@@ -19,10 +19,11 @@
  *   cached key verifies (key rotation); timestamp within 300 s. The body
  *   `{request_id, status: OK|ERROR, payload, error}` is signed, so it gives the state.
  */
-import { createHash, createPublicKey, verify as edVerify, type KeyObject } from 'node:crypto'
+import { createHash } from 'node:crypto'
 import { errorText, looksLikeContentPolicy, notAVerdict, progressFromLogs, raiseForStatus, trimBase, upstreamRequest, type HttpSettings, type UpstreamResponse } from './http.js'
 import { sameInput, UpstreamUnavailable, type CancelOutcome, type RawCallback, type UpstreamAdapter, type UpstreamHandle, type UpstreamLookup, type UpstreamRequest, type UpstreamState, type VerifiedCallback } from './upstream.js'
 import type { ProviderJson } from '../net/json-client.js'
+import { anyKeyVerifies, Ed25519Key } from './ed25519.js'
 
 export interface FalConfig extends HttpSettings {
   /** FAL_KEY. */
@@ -51,20 +52,6 @@ const CONFLICT_BACKOFF_MS = 100
 /** Pages of the request list read for one lookup (100 requests each). */
 const LOOKUP_PAGES = 10
 
-/**
- * Whether one of `keys` verifies the Ed25519 signature, each check run in libuv's thread pool
- * (crypto.verify with a callback): ~110 µs of CPU a signature on the bench machine that would
- * otherwise hold the front end's event loop for every callback. A key that cannot check the
- * signature counts as not verifying it.
- */
-async function anyKeyVerifies (keys: readonly KeyObject[], message: Buffer, sig: Buffer): Promise<boolean> {
-  for (const k of keys) {
-    const ok = await new Promise<boolean>((resolve) => { edVerify(null, message, k, sig, (err, valid) => resolve(!err && valid === true)) })
-    if (ok) return true
-  }
-  return false
-}
-
 export class FalAdapter implements UpstreamAdapter {
   readonly name = 'fal' as const
   readonly lookup = 'list' as const
@@ -75,8 +62,8 @@ export class FalAdapter implements UpstreamAdapter {
   private readonly jwksMinRefreshMs: number
   private readonly toleranceS: number
   private readonly now: () => number
-  private jwks: { keys: KeyObject[]; fetchedAt: number } | null = null
-  private jwksLoading: Promise<KeyObject[]> | null = null
+  private jwks: { keys: Ed25519Key[]; fetchedAt: number } | null = null
+  private jwksLoading: Promise<Ed25519Key[]> | null = null
   /** How many times the JWKS was fetched (operators and tests read it). */
   jwksFetches = 0
 
@@ -207,7 +194,7 @@ export class FalAdapter implements UpstreamAdapter {
     if (!/^[0-9a-f]{128}$/i.test(sigHex)) return { ok: false, reason: 'bad X-Fal-Webhook-Signature' }
     const message = Buffer.from(`${requestId}\n${userId}\n${ts}\n${createHash('sha256').update(req.body).digest('hex')}`, 'utf8')
     const sig = Buffer.from(sigHex, 'hex')
-    let keys: KeyObject[]
+    let keys: Ed25519Key[]
     try { keys = await this.keys(false) } catch (err) { return { ok: false, reason: `fal JWKS unavailable: ${(err as Error).message}` } }
     let verified = await anyKeyVerifies(keys, message, sig)
     if (!verified && this.jwks && this.now() - this.jwks.fetchedAt >= this.jwksMinRefreshMs) {
@@ -233,17 +220,17 @@ export class FalAdapter implements UpstreamAdapter {
   }
 
   /** The JWKS keys, from the cache while younger than jwksMaxAgeMs; concurrent loads share one fetch. */
-  private async keys (force: boolean): Promise<KeyObject[]> {
+  private async keys (force: boolean): Promise<Ed25519Key[]> {
     if (!force && this.jwks && this.now() - this.jwks.fetchedAt < this.jwksMaxAgeMs) return this.jwks.keys
     if (this.jwksLoading) return this.jwksLoading
     this.jwksLoading = (async () => {
       try {
         this.jwksFetches++
         const res = raiseForStatus('fal JWKS', await upstreamRequest('fal', 'GET', this.jwksUrl, { ...this.cfg }))
-        const keys: KeyObject[] = []
+        const keys: Ed25519Key[] = []
         for (const k of Array.isArray(res.json?.keys) ? res.json.keys : []) {
           if (k?.kty !== 'OKP' || k?.crv !== 'Ed25519' || typeof k?.x !== 'string') continue
-          try { keys.push(createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: k.x }, format: 'jwk' })) } catch { /* a malformed key is skipped */ }
+          try { keys.push(new Ed25519Key(k.x)) } catch { /* a malformed key is skipped */ }
         }
         if (keys.length === 0) throw new Error('no Ed25519 key in the JWKS')
         this.jwks = { keys, fetchedAt: this.now() }

@@ -76,6 +76,13 @@ export const RECONCILE_MIN_MS = 5000
 export const RECONCILE_CAP_MS = 600_000
 /** A job whose next step is at least this far away parks (JobHost.park) instead of keeping a timer. */
 export const PARK_MIN_MS = 5000
+/**
+ * A job submitted less than this long ago keeps its live object until then, and parks only if it
+ * has still nothing to do: a callback that comes this early (a quick model, a short queue) finds
+ * it without reading its row back (docs/architecture.md "Waiting jobs"). Costs at most
+ * creations/s x PARK_GRACE_MS live jobs.
+ */
+export const PARK_GRACE_MS = 2000
 /** Budget of the best-effort upstream cancel before a deadline refund. */
 const CANCEL_BUDGET_MS = 10_000
 /** A lost submission is looked for from this long before it was sent (clocks differ). */
@@ -216,8 +223,25 @@ export class JobActor {
     // one group commit. Short waits (wake-ups, retries now) are not delayed.
     if (d >= MIN_POLL_MS) d = Math.ceil((now + d) / POLL_GRID_MS) * POLL_GRID_MS - now
     // A long wait is spent as a record of the shard's waiting index, not as this object.
-    if (d >= PARK_MIN_MS && this.parkable() && this.host.park?.(this, d)) return
+    if (d >= PARK_MIN_MS && this.parkable() && this.host.park) {
+      const grace = PARK_GRACE_MS - (now - (this.row.submitted_at ?? this.row.created_at).getTime())
+      if (grace > 0) {
+        // Still young: schedule() again at the end of its grace, which then parks it.
+        this.parkFor = now + d
+        this.timer = setTimeout(JobActor.graceOver, grace, this)
+        return
+      }
+      if (this.host.park(this, d)) return
+    }
     this.timer = setTimeout(this.fire, d)
+  }
+
+  /** When a young job's wait ends (schedule()'s grace before parking). */
+  private parkFor = 0
+  /** A young job's grace ended: its wait goes on, parked if it may (no closure per job). */
+  private static graceOver (job: JobActor): void {
+    job.timer = null
+    job.schedule(Math.max(0, job.parkFor - Date.now()))
   }
 
   /** The timer's callback (one function per job, not one per poll). */

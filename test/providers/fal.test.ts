@@ -1,7 +1,7 @@
 // The fal queue adapter (src/providers/fal.ts) against the fal contract stub (test/fixtures/fal-stub.ts).
 import t from 'tap'
-import { generateKeyPairSync, type KeyObject } from 'node:crypto'
 import { FalAdapter } from '../../src/providers/fal.js'
+import { Ed25519Key } from '../../src/providers/ed25519.js'
 import { UpstreamRefused, UpstreamUnavailable, type UpstreamHandle } from '../../src/providers/upstream.js'
 import { startFalStub, type FalStub } from '../fixtures/fal-stub.js'
 import { startSink, type Sink } from './callback-sink.js'
@@ -343,15 +343,16 @@ t.test('callbacks: forged, tampered, stale, future, wrong key, bad headers and a
 t.test('a cached key that cannot check an Ed25519 signature counts as not verifying it (no throw); the good key still verifies', async (t) => {
   const { a, good } = await finishedWithCallback()
   t.equal((await a.verifyCallback(good)).ok, true, 'the JWKS is cached')
-  const internals = a as unknown as { jwks: { keys: KeyObject[]; fetchedAt: number } }
+  const internals = a as unknown as { jwks: { keys: Ed25519Key[]; fetchedAt: number } }
   const real = internals.jwks.keys
-  // An X25519 key (key agreement, not signatures): crypto.verify refuses it.
-  const x25519 = generateKeyPairSync('x25519').publicKey
-  internals.jwks = { keys: [x25519], fetchedAt: Date.now() }
+  // A point of small order (y = 0): no signature checks out with it, under either implementation.
+  const weak = Buffer.alloc(32).toString('base64url')
+  const bad = [new Ed25519Key(weak, 'libsodium'), new Ed25519Key(weak, 'node:crypto')]
+  internals.jwks = { keys: bad, fetchedAt: Date.now() }
   const refused = await a.verifyCallback(good)
   t.same(refused.ok, false)
   t.match((refused as any).reason, /any fal key/)
-  internals.jwks = { keys: [x25519, ...real], fetchedAt: Date.now() }
+  internals.jwks = { keys: [...bad, ...real], fetchedAt: Date.now() }
   t.equal((await a.verifyCallback(good)).ok, true, 'the next key is still tried')
 })
 

@@ -2,7 +2,7 @@
 // (the AccountActor's persistence) and a fake provider. No job stays non-terminal
 // forever, even when a write to the database fails for a moment.
 import t from 'tap'
-import { JobActor, type JobHost } from '../../src/shard/job-actor.js'
+import { JobActor, PARK_GRACE_MS, type JobHost } from '../../src/shard/job-actor.js'
 import type { JobRow, JobStatus } from '../../src/jobs/view.js'
 import { UpstreamRefused, type ProviderJob, type RouteProvider, type UpstreamHandle, type UpstreamState } from '../../src/providers/provider.js'
 import { Route } from '../../src/providers/registry.js'
@@ -234,11 +234,32 @@ t.test('a waiting job parks instead of keeping a timer, and a job past its deadl
   const host = hostOf(0)
   const parked: Array<{ id: string; ms: number }> = []
   host.park = (job, ms) => { parked.push({ id: job.id, ms }); job.parked = true; job.terminal = true; return true }
-  const job = reconciled(rowOf({ provider_job_id: 'p0' }), providerOf(), host, 60_000)
+  // Submitted longer ago than PARK_GRACE_MS: parked at once.
+  const job = reconciled(rowOf({ provider_job_id: 'p0', created_at: new Date(Date.now() - PARK_GRACE_MS) }), providerOf(), host, 60_000)
   job.schedule()
   t.equal(parked.length, 1, 'parked')
-  t.ok(parked[0].ms >= 59_000, `due at its expected end (${parked[0].ms} ms)`)
+  t.ok(parked[0].ms >= 57_000, `due at its expected end (${parked[0].ms} ms)`)
   t.equal(job.timer, null, 'no timer of its own')
+  // Just submitted: it keeps its object (and one timer) for the rest of its grace, then parks
+  // with the rest of its wait.
+  const youngHost = hostOf(0)
+  let youngParked!: (ms: number) => void
+  const parkedLater = new Promise<number>((resolve) => { youngParked = resolve })
+  youngHost.park = (j, ms) => { j.parked = true; j.terminal = true; youngParked(ms); return true }
+  const young = reconciled(rowOf({ provider_job_id: 'p2', created_at: new Date(Date.now() - PARK_GRACE_MS + 50) }), providerOf(), youngHost, 60_000)
+  young.schedule()
+  t.equal(young.parked, false, 'not parked during its grace')
+  t.not(young.timer, null, 'a timer until its grace ends')
+  const ms = await parkedLater
+  t.ok(ms >= 58_000 && ms <= 60_000, `then parked, due at its expected end (${ms} ms)`)
+  // A callback during the grace runs the job at once (its live object takes it).
+  const quickHost = hostOf(0)
+  quickHost.park = () => { throw new Error('a job with a callback state does not park') }
+  const quick = reconciled(rowOf({ provider_job_id: 'p3' }), providerOf(), quickHost, 60_000)
+  quick.schedule()
+  quick.poke({ state: 'succeeded', outputs: [storage.url(`results/${quick.id}.png`)] })
+  await terminal(quick)
+  t.match(quickHost.calls, [/^complete /], 'completed from the callback state')
   // Past the deadline: the last poll finds it succeeded (its callback was lost), no deadline failure.
   const host2 = hostOf(0)
   const late = reconciled(rowOf({ provider_job_id: 'p1', deadline_at: new Date(Date.now() - 1000) }), providerOf({ polls: 1 }), host2, 60_000)

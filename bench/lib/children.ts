@@ -7,7 +7,7 @@
 import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process'
 import { availableParallelism } from 'node:os'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { createWriteStream, mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -125,6 +125,7 @@ export async function startService (o: ServiceOptions): Promise<ServiceProcess> 
   child.stdout!.on('data', keep)
   child.stderr!.setEncoding('utf8')
   child.stderr!.on('data', keep)
+  if (process.env.BENCH_SERVICE_LOG) { const out = createWriteStream(process.env.BENCH_SERVICE_LOG); child.stdout!.pipe(out); child.stderr!.pipe(out) }
   const url = `http://127.0.0.1:${port}`
   const deadline = Date.now() + 60_000
   for (;;) {

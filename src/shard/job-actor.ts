@@ -129,6 +129,8 @@ export class JobActor {
   oneShot = false
   /** Not before this time (upstream 429 Retry-After). */
   private notBefore = 0
+  /** When a young job's wait ends (schedule()'s grace before parking). */
+  private parkFor = 0
   /** When the outstanding submission was sent (the lookup window of a lost one starts there). */
   private sentAt = Date.now()
   /**
@@ -236,8 +238,6 @@ export class JobActor {
     this.timer = setTimeout(this.fire, d)
   }
 
-  /** When a young job's wait ends (schedule()'s grace before parking). */
-  private parkFor = 0
   /** A young job's grace ended: its wait goes on, parked if it may (no closure per job). */
   private static graceOver (job: JobActor): void {
     job.timer = null

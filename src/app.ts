@@ -154,6 +154,10 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
   // The shards boot while the front end is built; what they report before it exists waits for it.
   let front: FrontEnd | null = null
   const early: ShardEvent[] = []
+  // webhooks (docs/architecture.md "Threads"): the shards hand it their completions' outbox rows.
+  const delivery = new DeliveryPool({
+    databaseUrl, config, version, maxWorkers: config.webhookWorkers, onLog: (level, msg) => log[level](msg),
+  })
   const shards = new ShardPool({
     shards: config.shards,
     databaseUrl,
@@ -167,6 +171,7 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
       frontPool?.shardRestarted(shard)
     },
     onEvent: (ev) => { if (front) relay(front, ev); else early.push(ev) },
+    onDeliveries: (rows) => delivery.hand(rows),
   })
   const passwords = new Passwords()
   const imageScreen = new ImageScreen()
@@ -194,10 +199,6 @@ export async function createApp (config: Config, opts: AppOptions = {}): Promise
       else auth.invalidateAccount(Number(m.id), false)
     })
   }
-  // webhooks (docs/architecture.md "Threads")
-  const delivery = new DeliveryPool({
-    databaseUrl, config, version, maxWorkers: config.webhookWorkers, onLog: (level, msg) => log[level](msg),
-  })
   await delivery.ready()
   trackSize('job_cache', () => jobs.size)
   trackSize('job_cache_bytes', () => jobs.bytes)

@@ -6,6 +6,8 @@ import { appendEvents, eventsJson, insertEventsFrom, type RouteRecord, type Upst
 import { viewOf, type JobRow } from '../jobs/view.js'
 import { newEventId } from '../jobs/id.js'
 import { textArray } from './array-literal.js'
+import type { ClaimedDelivery } from './webhooks.js'
+import { CLAIM_LEASE_S } from '../webhooks/delivery.js'
 
 /**
  * The job ledger: every durable write that creates, charges, completes,
@@ -41,20 +43,27 @@ const LATE_NOTE = 'upstream success after the job ended; no money moved'
 /** The outbox row id as src/db/outbox.ts draws it ('dlv_' + 16 base64url characters): 12 random bytes of two random UUIDs. */
 const DELIVERY_ID = `'dlv_' || translate(encode(substring(uuid_send(gen_random_uuid()) FROM 1 FOR 6) || substring(uuid_send(gen_random_uuid()) FROM 11 FOR 6), 'base64'), '+/', '-_')`
 
+/** A handed row's claim: the pools' own lease (src/webhooks/delivery.ts). */
+const HANDED_CLAIM = `now() + interval '${CLAIM_LEASE_S} seconds'`
+
 /**
  * The outbox INSERT of a statement's terminal jobs: `from` names a relation with the job (`id`,
  * `account_id`), its event (`event_id`, `body`; no rows when event_id is NULL) and its own
  * webhook (`own_url`, `own_secret`; NULL for none). One row per active registered webhook of
- * the account subscribed to `event`, plus one for the job's own webhook.
+ * the account subscribed to `event`, plus one for the job's own webhook. `handed`: the rows are
+ * inserted claimed for the claim lease and returned (id, job, webhook, URL and secret), for the
+ * node to hand to its delivery worker in memory (docs/architecture.md "Webhook delivery").
  */
-function insertOutboxFrom (from: string, event: 'job.completed' | 'job.failed'): string {
-  return `INSERT INTO webhook_deliveries (id, event_id, account_id, webhook_id, job_id, event, url, secret, body)
-      SELECT ${DELIVERY_ID}, d.event_id, d.account_id, w.id, d.id, '${event}', w.url, w.secret, d.body
+function insertOutboxFrom (from: string, event: 'job.completed' | 'job.failed', handed = false): string {
+  const claim = handed ? `, ${HANDED_CLAIM}` : ''
+  return `INSERT INTO webhook_deliveries (id, event_id, account_id, webhook_id, job_id, event, url, secret, body${handed ? ', claimed_until' : ''})
+      SELECT ${DELIVERY_ID}, d.event_id, d.account_id, w.id, d.id, '${event}', w.url, w.secret, d.body${claim}
       FROM ${from} JOIN webhooks w ON w.account_id = d.account_id AND w.active AND w.deleted_at IS NULL AND '${event}' = ANY(w.events)
       WHERE d.event_id IS NOT NULL
       UNION ALL
-      SELECT ${DELIVERY_ID}, d.event_id, d.account_id, NULL, d.id, '${event}', d.own_url, d.own_secret, d.body
-      FROM ${from} WHERE d.event_id IS NOT NULL AND d.own_url IS NOT NULL`
+      SELECT ${DELIVERY_ID}, d.event_id, d.account_id, NULL, d.id, '${event}', d.own_url, d.own_secret, d.body${claim}
+      FROM ${from} WHERE d.event_id IS NOT NULL AND d.own_url IS NOT NULL${handed ? `
+      RETURNING id, job_id, webhook_id, url, secret` : ''}`
 }
 
 /**
@@ -146,7 +155,7 @@ const isVideo = (r: JobRow): boolean => r.type === 'video' || r.type === 'extend
  * job it completes, and for a job that had already failed or been cancelled the `late`
  * success (no money moves).
  */
-function completionCtes (offset: number, videos: boolean): string {
+function completionCtes (offset: number, videos: boolean, handed: boolean): string {
   const p = (k: number) => `$${offset + k}`
   return `v AS (
       SELECT * FROM unnest(${p(1)}::text[], ${p(2)}::text[], ${p(3)}::timestamptz[], ${p(4)}::text[], ${p(5)}::text[], ${p(6)}::text[], ${p(7)}::text[],
@@ -168,7 +177,7 @@ function completionCtes (offset: number, videos: boolean): string {
       FROM v JOIN jobs lj ON lj.id = v.id AND lj.status IN ('failed', 'cancelled')
       WHERE v.route IS NOT NULL AND NOT EXISTS (SELECT 1 FROM done WHERE done.id = v.id)
     ), outbox AS (
-      ${insertOutboxFrom('done d', 'job.completed')}
+      ${insertOutboxFrom('done d', 'job.completed', handed)}
     ), library AS (
       INSERT INTO images (account_id, job_id, prompt, model, model_id, image_url, created_at, completed_at)
       SELECT d.account_id, d.id, d.prompt, d.provider || '/' || d.model, d.model, d.url, d.created_at, d.at FROM done d WHERE d.type = 'image'
@@ -186,7 +195,7 @@ function completionCtes (offset: number, videos: boolean): string {
  * webhook, its history, and with `videos` a video's aspect ratio and media (its embed page
  * under a fresh random token).
  */
-function completionParams (items: Completion[], videos: boolean): string[] {
+function completionParams (items: Completion[], videos: boolean): { params: string[]; events: string[]; bodies: string[] } {
   const n = items.length
   const ids = new Array<string>(n)
   const urls = new Array<string>(n)
@@ -221,7 +230,7 @@ function completionParams (items: Completion[], videos: boolean): string[] {
   }
   const params = [textArray(ids), textArray(urls), textArray(ats), textArray(events), textArray(bodies), textArray(ownUrls), textArray(ownSecrets),
     textArray(routes), textArray(histories)]
-  if (!videos) return params
+  if (!videos) return { params, events, bodies }
   const aspects = new Array<string | null>(n).fill(null)
   const thumbs = new Array<string | null>(n).fill(null)
   const tokens = new Array<string | null>(n).fill(null)
@@ -239,7 +248,7 @@ function completionParams (items: Completion[], videos: boolean): string[] {
     }
   }
   params.push(textArray(aspects), textArray(thumbs), textArray(tokens), textArray(embeds))
-  return params
+  return { params, events, bodies }
 }
 
 /** What one group commit writes in one statement (writeBatch). */
@@ -257,31 +266,42 @@ export interface BatchWrite {
   transitions: Transition[]
 }
 
-/** What writeBatch committed: per charged account its balance after all its creations; the ids completed now. */
-export interface BatchWritten { charged: Map<number, Balance>; completed: Set<string> }
+/**
+ * What writeBatch committed: per charged account its balance after all its creations; the ids
+ * completed now; with `handOff`, the outbox rows of those completions, inserted claimed for this
+ * node (empty otherwise).
+ */
+export interface BatchWritten { charged: Map<number, Balance>; completed: Set<string>; handed: ClaimedDelivery[] }
 
 /**
  * writeBatch's statements by what they hold: creations 0 none, 1 plain, 2 routed; completions
- * (x3) 0 none, 1 without videos, 2 with videos; transitions (x9) 0 or 1.
+ * (x3) 0 none, 1 without videos, 2 with videos; transitions (x9) 0 or 1; completions' outbox
+ * rows handed (x18) or not.
  */
-const STATEMENTS: Array<string | undefined> = new Array(18)
+const STATEMENTS: Array<string | undefined> = new Array(36)
 
-function batchStatement (creations: 0 | 1 | 2, completions: 0 | 1 | 2, transitions: boolean): string {
-  const key = creations + completions * 3 + (transitions ? 9 : 0)
+/** The extra result columns of a statement that hands outbox rows: NULL on rows that are not one. */
+const NO_DELIVERY = ', NULL::text AS delivery, NULL::bigint AS webhook, NULL::text AS url, NULL::text AS secret'
+
+function batchStatement (creations: 0 | 1 | 2, completions: 0 | 1 | 2, transitions: boolean, handed: boolean): string {
+  handed &&= completions > 0
+  const key = creations + completions * 3 + (transitions ? 9 : 0) + (handed ? 18 : 0)
   let text = STATEMENTS[key]
   if (text !== undefined) return text
   const ctes: string[] = []
   const out: string[] = []
+  const none = handed ? NO_DELIVERY : ''
   let offset = 0
   if (creations > 0) {
     ctes.push(creationCtes(creations === 2, offset))
     offset += creationParamCount(creations === 2)
-    out.push('SELECT id AS account, credits, free_videos_used, NULL::text AS job FROM charged')
+    out.push(`SELECT id AS account, credits, free_videos_used, NULL::text AS job${none} FROM charged`)
   }
   if (completions > 0) {
-    ctes.push(completionCtes(offset, completions === 2))
+    ctes.push(completionCtes(offset, completions === 2, handed))
     offset += completions === 2 ? 13 : 9
-    out.push('SELECT NULL::bigint AS account, NULL::bigint AS credits, NULL::int AS free_videos_used, id AS job FROM done')
+    out.push(`SELECT NULL::bigint AS account, NULL::bigint AS credits, NULL::int AS free_videos_used, id AS job${none} FROM done`)
+    if (handed) out.push('SELECT NULL::bigint, NULL::bigint, NULL::int, job_id, id, webhook_id, url, secret FROM outbox')
   }
   if (transitions) ctes.push(transitionCte(offset))
   if (out.length === 0) out.push(NO_ROWS)
@@ -301,23 +321,36 @@ function batchStatement (creations: 0 | 1 | 2, completions: 0 | 1 | 2, transitio
  * jobs, completions and transitions update jobs committed before, never the same one twice
  * (the caller drops a transition its batch supersedes).
  */
-export async function writeBatch (q: Q, w: BatchWrite): Promise<BatchWritten> {
+export async function writeBatch (q: Q, w: BatchWrite, handOff = false): Promise<BatchWritten> {
   const c = w.creations.length > 0 ? creationParams(w.creations, w.records) : null
   const videos = w.completions.some(x => isVideo(x.row))
   const params: string[] = []
   if (c !== null) for (const x of c.params) params.push(x)
-  if (w.completions.length > 0) for (const x of completionParams(w.completions, videos)) params.push(x)
+  const done = w.completions.length > 0 ? completionParams(w.completions, videos) : null
+  if (done !== null) for (const x of done.params) params.push(x)
   if (w.transitions.length > 0) for (const x of transitionParams(w.transitions)) params.push(x)
-  const text = batchStatement(c === null ? 0 : c.routed ? 2 : 1, w.completions.length === 0 ? 0 : videos ? 2 : 1, w.transitions.length > 0)
-  type Row = { account: number | null; credits: number | null; free_videos_used: number | null; job: string | null }
+  const text = batchStatement(c === null ? 0 : c.routed ? 2 : 1, w.completions.length === 0 ? 0 : videos ? 2 : 1, w.transitions.length > 0, handOff)
+  type Row = { account: number | null; credits: number | null; free_videos_used: number | null; job: string | null; delivery?: string | null; webhook?: string | null; url?: string; secret?: string }
   const rows = await q.unsafe<Row[]>(text, params, { prepare: true })
   const charged = new Map<number, Balance>()
   const completed = new Set<string>()
+  const handed: ClaimedDelivery[] = []
+  let index: Map<string, number> | null = null
   for (const r of rows) {
-    if (r.job !== null) completed.add(r.job)
-    else charged.set(Number(r.account), { credits: r.credits!, free_videos_used: r.free_videos_used! })
+    if (r.delivery == null) {
+      if (r.job !== null) completed.add(r.job)
+      else charged.set(Number(r.account), { credits: r.credits!, free_videos_used: r.free_videos_used! })
+      continue
+    }
+    // A handed row as a pool's claim returns it, with the event id and body built here for its job.
+    if (index === null) { index = new Map(); for (let k = 0; k < w.completions.length; k++) index.set(w.completions[k].row.id, k) }
+    const k = index.get(r.job!)!
+    handed.push({
+      id: r.delivery, event_id: done!.events[k], account_id: Number(w.completions[k].row.account_id), webhook_id: r.webhook == null ? null : Number(r.webhook),
+      job_id: r.job, event: 'job.completed', url: r.url!, secret: r.secret!, body: done!.bodies[k], attempts: 0, hook_active: true,
+    })
   }
-  return { charged, completed }
+  return { charged, completed, handed }
 }
 
 // ---- reading the ledger ---------------------------------------------------------------------

@@ -3,6 +3,7 @@ import type { NewJob, Transition } from '../db/jobs.js'
 import { ChargeRefused, writeBatch, type BatchWrite, type BatchWritten, type Completion, type History, type VideoMedia } from '../db/ledger.js'
 import type { JobRow } from '../jobs/view.js'
 import type { RouteRecord } from '../db/upstream.js'
+import type { ClaimedDelivery } from '../db/webhooks.js'
 import { observeCommit } from '../worker-stats.js'
 
 /** A unit of durable work: the SQL of one mutation, run inside a shared transaction. */
@@ -73,7 +74,24 @@ export class GroupCommit {
    * (one transaction lost in the driver during an outage must not wedge every later
    * commit of the shard behind it). Its outcome is then unknown; callers treat it so.
    */
-  constructor (private readonly sql: Sql, private readonly txTimeoutMs = 10_000) {}
+  /**
+   * `handOff`: completions insert their outbox rows claimed for this node and, once committed,
+   * those rows go to `handOff` for this node's delivery worker to send (docs/architecture.md
+   * "Webhook delivery"); without it they wait, unclaimed, for any node's pool.
+   */
+  constructor (private readonly sql: Sql, private readonly txTimeoutMs = 10_000, private readonly handOff: ((rows: ClaimedDelivery[]) => void) | null = null) {}
+
+  /** writeBatch, collecting the outbox rows it handed into `sink` (passed on only once committed). */
+  private async write (q: Sql | Tx, w: BatchWrite, sink: ClaimedDelivery[]): Promise<BatchWritten> {
+    const r = await writeBatch(q, w, this.handOff !== null)
+    for (const d of r.handed) sink.push(d)
+    return r
+  }
+
+  /** Committed outbox rows to the delivery worker. */
+  private handOver (sink: ClaimedDelivery[]): void {
+    if (sink.length > 0) this.handOff!(sink)
+  }
 
   /** Any other mutation: its work runs in the batch's transaction. */
   run<T> (work: Work<T>): Promise<T> {
@@ -157,15 +175,17 @@ export class GroupCommit {
     for (const i of batch) if (i.kind === 'work') works.push(i)
     const out: unknown[] = new Array(batch.length)
     const written: Array<boolean | undefined> = new Array(batch.length)
+    const handed: ClaimedDelivery[] = []
     try {
       if (works.length === 0 && plan.born.length === 0) {
-        if (plan.items.length > 0) this.answer(plan, await this.bounded(writeBatch(this.sql, plan.first)), out, written)
+        if (plan.items.length > 0) this.answer(plan, await this.bounded(this.write(this.sql, plan.first, handed)), out, written)
       } else {
         await this.bounded(this.sql.begin(async (tx) => {
+          handed.length = 0 // a transaction retried by the driver hands only what its last run wrote
           if (plan.items.length > 0) {
-            const w = await writeBatch(tx, plan.first)
+            const w = await this.write(tx, plan.first, handed)
             this.answer(plan, w, out, written)
-            await this.completeBorn(tx, plan.born, w)
+            await this.completeBorn(tx, plan.born, w, handed)
           }
           // Every item settles before COMMIT or ROLLBACK. With Promise.all the first failure would
           // roll back while siblings are still mid-work; their later statements would then run on
@@ -189,6 +209,7 @@ export class GroupCommit {
       await this.oneByOne(batch)
       return
     }
+    this.handOver(handed)
     this.stats.transactions++
     const left: Item[] = []
     for (let n = 0; n < batch.length; n++) if (written[n] !== true) left.push(batch[n])
@@ -266,12 +287,12 @@ export class GroupCommit {
   }
 
   /** The second statement of a transaction with creations born completed: their completions, for those charged. */
-  private async completeBorn (tx: Tx, born: Array<Item & { kind: 'create' }>, w: BatchWritten): Promise<void> {
+  private async completeBorn (tx: Tx, born: Array<Item & { kind: 'create' }>, w: BatchWritten, handed: ClaimedDelivery[]): Promise<void> {
     const completions: Completion[] = []
     for (const i of born) {
       if (w.charged.has(i.row.account_id)) completions.push({ row: i.row, resultUrl: i.row.result_url!, at: i.row.completed_at! })
     }
-    if (completions.length > 0) await writeBatch(tx, { creations: [], records: [], completions, transitions: [] })
+    if (completions.length > 0) await this.write(tx, { creations: [], records: [], completions, transitions: [] }, handed)
   }
 
   /** Each item in a transaction of its own (a failed batch, or creations a batch statement could not charge): the batch statement with one row. */
@@ -288,22 +309,30 @@ export class GroupCommit {
 
   private async alone (i: Item): Promise<unknown> {
     const none = { creations: [], records: [], completions: [], transitions: [] }
+    const handed: ClaimedDelivery[] = []
     switch (i.kind) {
       case 'work': return this.sql.begin(tx => i.work(tx))
-      case 'complete': return (await writeBatch(this.sql, { ...none, completions: [i.completion] })).completed.has(i.completion.row.id)
+      case 'complete': {
+        const done = (await this.write(this.sql, { ...none, completions: [i.completion] }, handed)).completed.has(i.completion.row.id)
+        this.handOver(handed)
+        return done
+      }
       case 'transition': await writeBatch(this.sql, { ...none, transitions: [i.transition] }); return
       case 'create': {
         const born = bornCompleted(i.row)
         const one: BatchWrite = { ...none, creations: [born ? { ...i.row, status: 'processing' } : i.row], records: [i.record] }
         const write = async (q: Sql | Tx): Promise<Charged> => {
+          handed.length = 0
           const w = await writeBatch(q, one)
           const c = w.charged.get(i.row.account_id)
           if (c === undefined) throw new ChargeRefused()
           const charged = this.stamp({ credits: c.credits, free_videos_used: c.free_videos_used })
-          if (born) await this.completeBorn(q as Tx, [i], w)
+          if (born) await this.completeBorn(q as Tx, [i], w, handed)
           return charged
         }
-        return born ? this.sql.begin(tx => write(tx)) : write(this.sql)
+        const charged = await (born ? this.sql.begin(tx => write(tx)) : write(this.sql))
+        this.handOver(handed)
+        return charged
       }
     }
   }

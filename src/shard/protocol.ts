@@ -4,6 +4,7 @@ import type { JobProgress, JobView } from '../jobs/view.js'
 import type { UpstreamState } from '../providers/upstream.js'
 import type { RouteState } from '../providers/registry.js'
 import type { SharedProviderState } from '../providers/capacity.js'
+import type { ClaimedDelivery } from '../db/webhooks.js'
 import type { AccountView, BatchItemView, BatchView, CreatedJobView, JobCaller, JobOrder } from '../domain.js'
 
 /**
@@ -86,6 +87,8 @@ export interface FromShard {
     ready: Record<never, never>
     'job.updated': Extract<ShardEvent, { type: 'job.updated' }>
     'job.progress': Extract<ShardEvent, { type: 'job.progress' }>
+    /** Outbox rows just committed claimed for this node: for its delivery pool (ShardInit.handDeliveries). */
+    deliveries: { rows: ClaimedDelivery[] }
   }
 }
 
@@ -99,4 +102,9 @@ export interface ShardInit {
   nodeId: string
   /** Upstream capacity and request budgets every shard of the node counts in (src/providers/capacity.ts). */
   providerState?: SharedProviderState
+  /**
+   * Completions insert their outbox rows claimed for this node and tell them to the main
+   * thread (`deliveries`) for its delivery pool (docs/architecture.md "Webhook delivery").
+   */
+  handDeliveries?: boolean
 }

@@ -5,6 +5,7 @@ import type { ReqOf } from '../threads/channel.js'
 import type { MessagePort } from 'node:worker_threads'
 import type { SharedProviderState } from '../providers/capacity.js'
 import type { RouteState } from '../providers/registry.js'
+import type { ClaimedDelivery } from '../db/webhooks.js'
 import type { FromShard, ShardEvent, ShardInit, ShardRequests, ShardTag, ToShard } from './protocol.js'
 
 /** What route handlers use of the shards: the pool on the main thread, a ShardClient on other front-end threads. */
@@ -30,6 +31,12 @@ export interface ShardPoolOptions {
   /** Default ask timeout. */
   timeoutMs?: number
   onEvent?: (ev: ShardEvent) => void
+  /**
+   * This node's delivery pool takes the outbox rows of the shards' completions in memory
+   * (DeliveryPool.hand): the shards insert them claimed for this node and pass them here once
+   * committed. Without it they are left unclaimed for any node's pool.
+   */
+  onDeliveries?: (rows: ClaimedDelivery[]) => void
   /** A shard was restarted after a crash (its actors reload from PostgreSQL). */
   onRestart?: (shard: number, shards: number) => void
   onLog?: (level: 'warn' | 'error', msg: string) => void
@@ -71,7 +78,7 @@ export class ShardPool implements Shards {
   private spawn (shard: number): ManagedWorker<ToShard, FromShard> {
     const init: ShardInit = {
       shard, shards: this.opts.shards, databaseUrl: this.opts.databaseUrl, config: this.opts.config, nodeId: this.opts.nodeId,
-      providerState: this.opts.providerState,
+      providerState: this.opts.providerState, handDeliveries: this.opts.onDeliveries !== undefined,
     }
     return new ManagedWorker<ToShard, FromShard>({
       url: new URL('./shard-worker.js', import.meta.url),
@@ -79,7 +86,10 @@ export class ShardPool implements Shards {
       name: `shard ${shard}`,
       handlers: {},
       timeoutMs: this.opts.timeoutMs ?? 10_000,
-      onTell: this.opts.onEvent ? (m) => this.opts.onEvent!(m.body) : undefined,
+      onTell: (m) => {
+        if (m.tag === 'deliveries') this.opts.onDeliveries?.(m.body.rows)
+        else this.opts.onEvent?.(m.body)
+      },
       onRestart: () => this.opts.onRestart?.(shard, this.size),
       onLog: this.opts.onLog,
     })

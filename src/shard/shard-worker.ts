@@ -34,7 +34,7 @@ const sql = connect(init.databaseUrl, { max: 4, stallMs: config.dbStallTimeoutMs
 // message is answered 503 (its work runs on and settles when the database does).
 const probeSql = connect(init.databaseUrl, { max: 1, stallMs: config.dbStallTimeoutMs })
 const health = new DbHealth(() => ping(probeSql), 250, (up, why) => log.warn(up ? 'database reachable again' : `database unreachable (${why})`))
-const commit = new GroupCommit(sql)
+const commit = new GroupCommit(sql, undefined, init.handDeliveries === true ? (rows) => main.tell('deliveries', { rows }) : null)
 const storage = await createStorage(config)
 const deps: ActorDeps = {
   sql,

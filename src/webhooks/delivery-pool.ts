@@ -4,6 +4,7 @@ import type { DeliveryInit, FromDelivery, ToDelivery } from './protocol.js'
 import { CLAIM_LEASE_S, DELIVERY_TIMEOUT_MS } from './delivery.js'
 import { ManagedWorker } from '../threads/worker-lifecycle.js'
 import type { StatsSnapshot } from '../worker-stats.js'
+import type { ClaimedDelivery } from '../db/webhooks.js'
 
 export interface DeliveryPoolOptions {
   databaseUrl: string
@@ -142,6 +143,21 @@ export class DeliveryPool {
     await s.worker.close(() => s.worker.channel.ask('stop', { graceMs }, graceMs + 5000), graceMs + 5000)
     this.remove(s)
   }
+
+  /**
+   * Outbox rows a shard of this node committed claimed for it: to the primary worker, which
+   * sends them without a claim (docs/architecture.md "Webhook delivery"). Rows that cannot be
+   * taken (the pool is closing, the worker is gone or full) keep their claim until its lease
+   * lapses, then any node's pool sends them.
+   */
+  hand (rows: ClaimedDelivery[]): void {
+    if (this.closing || rows.length === 0) return
+    this.handed += rows.length
+    this.primary.worker.channel.tell('hand', { rows })
+  }
+
+  /** Rows handed so far (observability and tests). */
+  handed = 0
 
   /** Test hook: ends the primary worker as a crash would (it is restarted). */
   async crash (): Promise<void> { await this.primary.worker.crash() }

@@ -78,6 +78,25 @@ class DeliveryLoop {
     this.sweep.unref()
   }
 
+  /**
+   * Rows this node committed claimed for this worker (docs/architecture.md "Webhook delivery"):
+   * held and sent like rows of its own claim. What it cannot hold (stopping, or MAX_HELD held)
+   * is released at once, for any pool to claim.
+   */
+  take (rows: ClaimedDelivery[]): void {
+    const over: string[] = []
+    for (const r of rows) {
+      if (this.held.has(r.id)) continue
+      if (this.stopping || this.held.size >= MAX_HELD) { over.push(r.id); continue }
+      this.held.add(r.id)
+      this.waiting.push(r)
+    }
+    if (over.length > 0) {
+      releaseClaims(this.sql, over).catch((err: unknown) => this.log.warn({ err, rows: over.length }, 'releasing handed webhook deliveries failed; they come due when their lease lapses'))
+    }
+    this.pump()
+  }
+
   /** Claim now (or right after the claim in progress). */
   wake = (): void => {
     if (this.stopping) return
@@ -237,6 +256,7 @@ const connector = guardedConnector({ allowlist: config.webhookAllowlist, timeout
 let listener: { unlisten: () => Promise<void> } | null = null
 const main = Channel.over<FromDelivery, ToDelivery>(parentPort!, {
   peer: 'main thread',
+  onTell: (m) => { if (m.tag === 'hand') loop.take(m.body.rows) },
   handlers: {
     stats: async () => snapshotStats(),
     stop: async ({ graceMs }) => {

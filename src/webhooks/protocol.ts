@@ -1,5 +1,6 @@
 import type { Config } from '../config.js'
 import type { StatsSnapshot } from '../worker-stats.js'
+import type { ClaimedDelivery } from '../db/webhooks.js'
 
 /**
  * The delivery-worker boundary (docs/architecture.md "Messages between threads"): what the main
@@ -26,7 +27,13 @@ export interface ToDelivery {
      */
     stop: { req: { graceMs: number }; res: null }
   }
-  tells: Record<never, never>
+  tells: {
+    /**
+     * Outbox rows this node's shards committed already claimed for it (docs/architecture.md
+     * "Webhook delivery"): sent as if this worker had claimed them.
+     */
+    hand: { rows: ClaimedDelivery[] }
+  }
 }
 
 export interface FromDelivery {

@@ -6,6 +6,8 @@ import t from 'tap'
 import { connect } from '../../src/db/connect.js'
 import { migrate } from '../../src/db/migrate.js'
 import { ChargeRefused } from '../../src/db/ledger.js'
+import type { ClaimedDelivery } from '../../src/db/webhooks.js'
+import { CLAIM_LEASE_S } from '../../src/webhooks/delivery.js'
 import { GroupCommit } from '../../src/shard/group-commit.js'
 import type { JobRow } from '../../src/jobs/view.js'
 import { freshDatabase } from '../helpers/db.js'
@@ -164,6 +166,55 @@ t.test('one completion statement: delivery ids shaped dlv_ + 16 base64url, one e
   t.same({ id: body.id, type: body.type, job: body.data.job.id, status: body.data.job.status, result: body.data.job.result_url, at: body.created_at },
     { id: dl[0].event_id, type: 'job.completed', job: rows[0].id, status: 'completed', result: `https://files.example/${rows[0].id}`, at: at.toISOString() })
   t.equal(body.data.job.completed_at, at.toISOString())
+})
+
+t.test('with hand-off, completions insert their outbox rows claimed for the lease and hand them over once committed; no pool is woken or can claim them', async (t) => {
+  const hooked = await account(1000)
+  await sql`INSERT INTO webhooks (account_id, url, secret, events) VALUES (${hooked}, 'https://hooks.example/h1', 'hs1', ${['job.completed']}),
+    (${hooked}, 'https://hooks.example/h2', 'hs2', ${['job.failed']})`
+  const handed: ClaimedDelivery[][] = []
+  const gc = new GroupCommit(sql, undefined, rows => { handed.push(rows) })
+  const payloads: string[] = []
+  const l = await sql.listen('webhook_deliveries', (p) => { payloads.push(p) })
+  t.teardown(() => l.unlisten())
+  const own = { webhook_url: 'https://hooks.example/own', webhook_secret: 'own-secret' }
+  const rows = [row(hooked, 10), row(hooked, 10, { request: { model: 'nano-banana', prompt: 'p', ...own } })]
+  const voice = row(hooked, 10, { type: 'audio', model: 'voiceover', status: 'completed', progress: 100, result_url: 'http://127.0.0.1/h.mp3', completed_at: new Date() })
+  await Promise.all([...rows, voice].map(r => gc.create(r)))
+  t.equal(handed.length, 1, 'the born-completed creation\'s row was handed once its transaction committed')
+  const at = new Date()
+  t.same(await Promise.all(rows.map(r => gc.complete({ row: r, resultUrl: `https://files.example/${r.id}`, at }))), [true, true])
+  const all = handed.flat()
+  t.equal(all.length, 4, 'one per subscribed webhook and job, plus the job\'s own webhook')
+  const db = await sql<Array<{ id: string; job_id: string; webhook_id: number | null; url: string; secret: string; body: string; event_id: string; left: number }>>`
+    SELECT id, job_id, webhook_id, url, secret, body, event_id, extract(epoch FROM claimed_until - now())::float8 AS left
+    FROM webhook_deliveries WHERE job_id = ANY(${[...rows, voice].map(r => r.id)}) ORDER BY id`
+  t.same(all.map(d => d.id).sort(), db.map(d => d.id), 'exactly the committed rows')
+  for (const d of db) {
+    const h = all.find(x => x.id === d.id)!
+    t.same({ job: h.job_id, webhook: h.webhook_id, url: h.url, secret: h.secret, body: h.body, event: h.event_id, account: h.account_id, attempts: h.attempts, active: h.hook_active },
+      { job: d.job_id, webhook: d.webhook_id === null ? null : Number(d.webhook_id), url: d.url, secret: d.secret, body: d.body, event: d.event_id, account: hooked, attempts: 0, active: true },
+      `${d.id} handed as a claim would return it`)
+    t.ok(d.left > CLAIM_LEASE_S - 10 && d.left <= CLAIM_LEASE_S, `claimed for the lease (${d.left.toFixed(1)} s left)`)
+  }
+  t.ok(all.some(d => d.url === own.webhook_url && d.webhook_id === null), 'the job\'s own webhook is handed too')
+  // claimDueDeliveries' own condition (a claim here would also take other tests' rows).
+  const [due] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM webhook_deliveries
+    WHERE id = ANY(${all.map(d => d.id)}) AND status = 'pending' AND next_attempt_at <= now() AND (claimed_until IS NULL OR claimed_until < now())`
+  t.equal(due.n, 0, 'no pool can claim a handed row before its lease lapses')
+  // Notifications arrive in commit order: a NOTIFY of the statements above would come before this one.
+  await sql`SELECT pg_notify('webhook_deliveries', 'sentinel')`
+  await settled(() => payloads.length, n => n > 0, { timeoutMs: 5000, everyMs: 10 })
+  t.same(payloads, ['sentinel'], 'no pool was woken for rows already claimed')
+  // Without hand-off (a node without a delivery pool): unclaimed rows and a NOTIFY, nothing handed.
+  const plain = new GroupCommit(sql)
+  const other = row(hooked, 10)
+  await plain.create(other)
+  t.same(await plain.complete({ row: other, resultUrl: 'https://files.example/o', at }), true)
+  const [u] = await sql<{ claimed: boolean }[]>`SELECT claimed_until IS NOT NULL AS claimed FROM webhook_deliveries WHERE job_id = ${other.id}`
+  t.equal(u.claimed, false, 'left unclaimed for any pool')
+  await settled(() => payloads.length, n => n > 1, { timeoutMs: 5000, everyMs: 10 })
+  t.same(payloads, ['sentinel', ''], 'and the pools are woken')
 })
 
 t.test('a creation born completed is charged in its batch statement and completed in the same transaction, with its outbox row', async (t) => {

@@ -129,6 +129,28 @@ t.test('a completed job is delivered to its per-job webhook_url and to a registe
   t.equal(rx.received.filter(x => x.path === own.path || x.path === reg.path).length, 2, 'each destination got it exactly once')
 })
 
+t.test('a completion\'s outbox rows go to this node\'s delivery worker in memory: inserted claimed, no pool woken, sent at once', async t => {
+  const u = await createUser(s)
+  const reg = destination('handed')
+  await register(s, u, reg, ['job.completed'])
+  const listener = postgres(s.databaseUrl, { max: 1 })
+  t.teardown(() => listener.end({ timeout: 2 }))
+  const payloads: string[] = []
+  const l = await listener.listen('webhook_deliveries', (p) => { payloads.push(p) })
+  const jobId = await imageJob(s, u, 'a kingfisher over a stream')
+  const [r] = await rx.waitFor(reg.path, 1)
+  assertSigned(t, r, 'job.completed')
+  t.equal(r.json.data.job.id, jobId)
+  // Notifications arrive in commit order: the completion's would come before this one.
+  await listener`SELECT pg_notify('webhook_deliveries', 'sentinel')`
+  await until('the sentinel', async () => payloads.includes('sentinel') || null)
+  await l.unlisten()
+  t.same(payloads, ['sentinel'], 'the completion woke no pool: its row was born claimed, and sent well inside its 60 s claim')
+  const [row] = await listener<Array<{ status: string; attempts: number; claimed: boolean }>>`
+    SELECT status, attempts, claimed_until IS NOT NULL AS claimed FROM webhook_deliveries WHERE id = ${r.deliveryId}`
+  t.same(row, { status: 'delivered', attempts: 1, claimed: false }, 'recorded delivered on the first attempt, claim cleared')
+})
+
 t.test('[sim:fail] delivers job.failed; a webhook subscribed only to job.completed gets nothing', async t => {
   const u = await createUser(s)
   const failed = destination('failed-reg')

@@ -7,7 +7,7 @@ import { createServer } from 'node:http'
 import postgres from 'postgres'
 import t from 'tap'
 import { DeliveryPool } from '../../src/webhooks/delivery-pool.js'
-import { recordAttempt, recordAttempts, type AttemptRecord } from '../../src/db/webhooks.js'
+import { recordAttempt, recordAttempts, type AttemptRecord, type ClaimedDelivery } from '../../src/db/webhooks.js'
 import { startReceiver } from '../fixtures/webhook-receiver.js'
 import { FAST_ENV, image, paidUser } from '../helpers/jobs.js'
 import { startServer } from '../helpers/server.js'
@@ -209,4 +209,40 @@ t.test('a receiver that closes every connection after answering: every delivery 
     SELECT count(*)::int AS rows, count(*) FILTER (WHERE status_code <> 200 OR attempt <> 1)::int AS bad
     FROM webhook_attempts WHERE delivery_id = ANY(${ids}::text[])`
   t.same(a, { rows: N, bad: 0 }, 'one attempt per delivery, none failed by the closing connections')
+})
+
+t.test('rows handed to the pool (committed claimed for this node) are sent without a claim; what the worker cannot hold is released for any pool', async (t) => {
+  const N = 600 // over the 256 rows one worker holds
+  const path = '/handed'
+  const secret = 'handed-secret-0123456789'
+  rx.route(path, secret)
+  const rows: ClaimedDelivery[] = Array.from({ length: N }, (_, i) => ({
+    id: `dlv_${randomBytes(12).toString('base64url')}`, event_id: `evt_h${i}`, account_id: u.id, webhook_id: null, job_id: job.body.id,
+    event: 'job.completed', url: rx.url(path), secret, body: JSON.stringify({ id: `evt_h${i}`, type: 'job.completed', data: { n: i } }), attempts: 0, hook_active: true,
+  }))
+  const ids = rows.map(r => r.id)
+  await sql`INSERT INTO webhook_deliveries ${sql(rows.map(r => ({ ...r, claimed_until: new Date(Date.now() + 60_000) })) as any,
+    'id', 'event_id', 'account_id', 'webhook_id', 'job_id', 'event', 'url', 'secret', 'body', 'claimed_until')}`
+  const pool = new DeliveryPool({ databaseUrl: s.databaseUrl, config: s.config, version: 'test', maxWorkers: 1 })
+  t.teardown(() => pool.close())
+  await pool.ready()
+  pool.hand(rows)
+  t.equal(pool.handed, N)
+  // Released rows are claimed by the pool's own poll; all of it well before the 60 s claims would lapse.
+  const deadline = Date.now() + 30_000
+  for (;;) {
+    const [{ n }] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'delivered' AND id = ANY(${ids}::text[])`
+    if (n === N) break
+    if (Date.now() > deadline) throw new Error(`only ${n} of ${N} handed rows delivered`)
+    await new Promise(resolve => setTimeout(resolve, 20))
+  }
+  const perId = new Map<string, number>()
+  for (const r of rx.verified(path)) perId.set(r.deliveryId, (perId.get(r.deliveryId) ?? 0) + 1)
+  t.equal(perId.size, N, 'none lost')
+  t.equal([...perId.values()].filter(c => c > 1).length, 0, 'none sent twice')
+  const [a] = await sql<{ rows: number; bad: number; claimed: number }[]>`
+    SELECT count(*)::int AS rows, count(*) FILTER (WHERE w.status_code <> 200 OR w.attempt <> 1)::int AS bad,
+      count(*) FILTER (WHERE d.claimed_until IS NOT NULL)::int AS claimed
+    FROM webhook_attempts w JOIN webhook_deliveries d ON d.id = w.delivery_id WHERE w.delivery_id = ANY(${ids}::text[])`
+  t.same(a, { rows: N, bad: 0, claimed: 0 }, 'one attempt each, the first, HTTP 200; every claim cleared')
 })

@@ -52,7 +52,7 @@ const HANDED_CLAIM = `now() + interval '${CLAIM_LEASE_S} seconds'`
  * webhook (`own_url`, `own_secret`; NULL for none). One row per active registered webhook of
  * the account subscribed to `event`, plus one for the job's own webhook. `handed`: the rows are
  * inserted claimed for the claim lease and returned (id, job, webhook, URL and secret), for the
- * node to hand to its delivery worker in memory (docs/architecture.md "Webhook delivery").
+ * node to hand to its delivery worker in memory (docs/architecture.md "Durability", the outbox).
  */
 function insertOutboxFrom (from: string, event: 'job.completed' | 'job.failed', handed = false): string {
   const claim = handed ? `, ${HANDED_CLAIM}` : ''

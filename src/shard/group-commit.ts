@@ -77,7 +77,7 @@ export class GroupCommit {
   /**
    * `handOff`: completions insert their outbox rows claimed for this node and, once committed,
    * those rows go to `handOff` for this node's delivery worker to send (docs/architecture.md
-   * "Webhook delivery"); without it they wait, unclaimed, for any node's pool.
+   * "Durability", the outbox); without it they wait, unclaimed, for any node's pool.
    */
   constructor (private readonly sql: Sql, private readonly txTimeoutMs = 10_000, private readonly handOff: ((rows: ClaimedDelivery[]) => void) | null = null) {}
 

@@ -104,7 +104,7 @@ export interface ShardInit {
   providerState?: SharedProviderState
   /**
    * Completions insert their outbox rows claimed for this node and tell them to the main
-   * thread (`deliveries`) for its delivery pool (docs/architecture.md "Webhook delivery").
+   * thread (`deliveries`) for its delivery pool (docs/architecture.md "Durability", the outbox).
    */
   handDeliveries?: boolean
 }

@@ -146,7 +146,7 @@ export class DeliveryPool {
 
   /**
    * Outbox rows a shard of this node committed claimed for it: to the primary worker, which
-   * sends them without a claim (docs/architecture.md "Webhook delivery"). Rows that cannot be
+   * sends them without a claim (docs/architecture.md "Durability", the outbox). Rows that cannot be
    * taken (the pool is closing, the worker is gone or full) keep their claim until its lease
    * lapses, then any node's pool sends them.
    */

@@ -79,7 +79,7 @@ class DeliveryLoop {
   }
 
   /**
-   * Rows this node committed claimed for this worker (docs/architecture.md "Webhook delivery"):
+   * Rows this node committed claimed for this worker (docs/architecture.md "Durability", the outbox):
    * held and sent like rows of its own claim. What it cannot hold (stopping, or MAX_HELD held)
    * is released at once, for any pool to claim.
    */
@@ -92,7 +92,10 @@ class DeliveryLoop {
       this.waiting.push(r)
     }
     if (over.length > 0) {
-      releaseClaims(this.sql, over).catch((err: unknown) => this.log.warn({ err, rows: over.length }, 'releasing handed webhook deliveries failed; they come due when their lease lapses'))
+      // More rows are due than this worker holds: claim again as soon as half its room is free
+      // (settle), as after a claim that filled its limit, and claim once they are released.
+      this.moreDue = true
+      releaseClaims(this.sql, over).then(this.wake, (err: unknown) => this.log.warn({ err, rows: over.length }, 'releasing handed webhook deliveries failed; they come due when their lease lapses'))
     }
     this.pump()
   }

@@ -30,7 +30,7 @@ export interface ToDelivery {
   tells: {
     /**
      * Outbox rows this node's shards committed already claimed for it (docs/architecture.md
-     * "Webhook delivery"): sent as if this worker had claimed them.
+     * "Durability", the outbox): sent as if this worker had claimed them.
      */
     hand: { rows: ClaimedDelivery[] }
   }

@@ -73,8 +73,6 @@ export class GroupCommit {
    * `txTimeoutMs`: a transaction not settled by then fails its batch as "database unavailable"
    * (one transaction lost in the driver during an outage must not wedge every later
    * commit of the shard behind it). Its outcome is then unknown; callers treat it so.
-   */
-  /**
    * `handOff`: completions insert their outbox rows claimed for this node and, once committed,
    * those rows go to `handOff` for this node's delivery worker to send (docs/architecture.md
    * "Durability", the outbox); without it they wait, unclaimed, for any node's pool.
@@ -181,7 +179,6 @@ export class GroupCommit {
         if (plan.items.length > 0) this.answer(plan, await this.bounded(this.write(this.sql, plan.first, handed)), out, written)
       } else {
         await this.bounded(this.sql.begin(async (tx) => {
-          handed.length = 0 // a transaction retried by the driver hands only what its last run wrote
           if (plan.items.length > 0) {
             const w = await this.write(tx, plan.first, handed)
             this.answer(plan, w, out, written)
@@ -322,7 +319,6 @@ export class GroupCommit {
         const born = bornCompleted(i.row)
         const one: BatchWrite = { ...none, creations: [born ? { ...i.row, status: 'processing' } : i.row], records: [i.record] }
         const write = async (q: Sql | Tx): Promise<Charged> => {
-          handed.length = 0
           const w = await writeBatch(q, one)
           const c = w.charged.get(i.row.account_id)
           if (c === undefined) throw new ChargeRefused()

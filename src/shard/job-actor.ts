@@ -80,10 +80,9 @@ export const PARK_MIN_MS = 5000
  * A job submitted less than this long ago keeps its live object until then, and parks only if it
  * has still nothing to do: a callback that comes this early (a quick model, a short queue) finds
  * it without reading its row back (docs/architecture.md "Waiting jobs"). Costs at most
- * creations/s x PARK_GRACE_MS live jobs, each surviving the young-generation collections of its
- * grace (docs/decisions.md "A young job keeps its live object": 2 s cost more than it saved).
+ * creations/s x PARK_GRACE_MS live jobs.
  */
-export const PARK_GRACE_MS = 500
+export const PARK_GRACE_MS = 2000
 /** Budget of the best-effort upstream cancel before a deadline refund. */
 const CANCEL_BUDGET_MS = 10_000
 /** A lost submission is looked for from this long before it was sent (clocks differ). */

@@ -91,3 +91,10 @@ export interface UpstreamHandle {
   /** URLs the provider answered with at submission (fal: status_url, response_url, cancel_url). */
   urls?: Record<string, string>
 }
+
+/**
+ * How long a claimed outbox row belongs to the delivery worker that holds it (webhook_deliveries
+ * `claimed_until`): longer than any attempt, so only a dead node's rows come due again
+ * (docs/architecture.md "Durability", the outbox).
+ */
+export const CLAIM_LEASE_S = 60

@@ -7,7 +7,7 @@ import { viewOf, type JobRow } from '../jobs/view.js'
 import { newEventId } from '../jobs/id.js'
 import { textArray } from './array-literal.js'
 import type { ClaimedDelivery } from './webhooks.js'
-import { CLAIM_LEASE_S } from '../webhooks/delivery.js'
+import { CLAIM_LEASE_S } from '../domain.js'
 
 /**
  * The job ledger: every durable write that creates, charges, completes,
@@ -43,7 +43,7 @@ const LATE_NOTE = 'upstream success after the job ended; no money moved'
 /** The outbox row id as src/db/outbox.ts draws it ('dlv_' + 16 base64url characters): 12 random bytes of two random UUIDs. */
 const DELIVERY_ID = `'dlv_' || translate(encode(substring(uuid_send(gen_random_uuid()) FROM 1 FOR 6) || substring(uuid_send(gen_random_uuid()) FROM 11 FOR 6), 'base64'), '+/', '-_')`
 
-/** A handed row's claim: the pools' own lease (src/webhooks/delivery.ts). */
+/** A handed row's claim: the pools' own lease. */
 const HANDED_CLAIM = `now() + interval '${CLAIM_LEASE_S} seconds'`
 
 /**
@@ -330,7 +330,10 @@ export async function writeBatch (q: Q, w: BatchWrite, handOff = false): Promise
   if (done !== null) for (const x of done.params) params.push(x)
   if (w.transitions.length > 0) for (const x of transitionParams(w.transitions)) params.push(x)
   const text = batchStatement(c === null ? 0 : c.routed ? 2 : 1, w.completions.length === 0 ? 0 : videos ? 2 : 1, w.transitions.length > 0, handOff)
-  type Row = { account: number | null; credits: number | null; free_videos_used: number | null; job: string | null; delivery?: string | null; webhook?: string | null; url?: string; secret?: string }
+  type Row = {
+    account: number | null; credits: number | null; free_videos_used: number | null; job: string | null
+    delivery?: string | null; webhook?: string | null; url?: string; secret?: string
+  }
   const rows = await q.unsafe<Row[]>(text, params, { prepare: true })
   const charged = new Map<number, Balance>()
   const completed = new Set<string>()

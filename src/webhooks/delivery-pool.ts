@@ -51,6 +51,8 @@ export class DeliveryPool {
   private readonly primary: Slot
   /** Extra workers started so far (observability and tests). */
   scaleUps = 0
+  /** Rows handed to the primary worker so far (observability and tests). */
+  handed = 0
 
   constructor (private readonly opts: DeliveryPoolOptions) {
     this.maxWorkers = Math.max(1, opts.maxWorkers ?? Math.max(1, Math.floor(availableParallelism() / 2)))
@@ -155,9 +157,6 @@ export class DeliveryPool {
     this.handed += rows.length
     this.primary.worker.channel.tell('hand', { rows })
   }
-
-  /** Rows handed so far (observability and tests). */
-  handed = 0
 
   /** Test hook: ends the primary worker as a crash would (it is restarted). */
   async crash (): Promise<void> { await this.primary.worker.crash() }

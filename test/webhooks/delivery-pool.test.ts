@@ -1,7 +1,8 @@
 // The webhook delivery pool under a deep backlog: a second worker is started while
 // claims fill their limit and stopped once the backlog is gone; every delivery is sent exactly
 // once (workers claim with a lease and SKIP LOCKED); attempts are recorded in multi-row
-// statements (recordAttempts) with the same effect per row as recordAttempt.
+// statements (recordAttempts) with the same effect per row as recordAttempt; rows handed over
+// in memory are sent without a claim, and what a worker cannot hold is released and claimed.
 import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:http'
 import postgres from 'postgres'

@@ -15,15 +15,31 @@ import { fileURLToPath } from 'node:url'
 
 /**
  * Data directories are removed when the run ends, not when their service stops: on a file
- * system without a journal (ext4 as this machine's), every new inode is checked against the
- * inodes deleted in the last 30 s of its group, so removing one scenario's thousands of
+ * system without a journal (ext4 as this machine's), a new inode skips every free inode of its
+ * group deleted in the last minute (six while its inode table block is not yet written back),
+ * one inode table lookup each, so removing one scenario's thousands of
  * result files made the next scenario's file creation several times dearer (seen in perf as
  * `__ext4_new_inode` / `recently_deleted`), a cost no production node pays per job.
  */
 const leftovers: string[] = []
 function removeAtExit (dir: string): void {
-  if (leftovers.length === 0) process.once('exit', () => { for (const d of leftovers) rmSync(d, { recursive: true, force: true }) })
+  if (leftovers.length === 0) process.once('exit', removeLeftovers)
   leftovers.push(dir)
+}
+
+/**
+ * The same cost falls on the next run when runs follow each other within minutes (measured
+ * here: 500-800 µs of system time a file for minutes after a run removed its files, 50-70 µs
+ * once nothing had been removed for four): with BENCH_KEEP_DATA=1 a run leaves its data
+ * directories in place and names them, for a series of runs measured back to back; remove
+ * them after the series.
+ */
+function removeLeftovers (): void {
+  if (process.env.BENCH_KEEP_DATA === '1') {
+    process.stderr.write(`bench: BENCH_KEEP_DATA=1: data directories left in place: ${leftovers.join(' ')}\n`)
+    return
+  }
+  for (const d of leftovers) rmSync(d, { recursive: true, force: true })
 }
 
 /** dist/ (this file is dist/bench/lib/children.js once built). */

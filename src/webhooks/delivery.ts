@@ -11,8 +11,6 @@ import { retryDelayMs } from './retry-schedule.js'
 
 /** Whole-request timeout of one attempt (docs/api.md "Webhooks"). */
 export const DELIVERY_TIMEOUT_MS = 10_000
-/** How long a claimed row is ours (src/domain.ts): longer than any attempt, so only a dead node's rows expire. */
-export { CLAIM_LEASE_S } from '../domain.js'
 
 /**
  * How an HTTP answer ends an attempt: any 2xx delivers; 410 Gone means "stop sending" (the

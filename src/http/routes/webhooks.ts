@@ -9,7 +9,8 @@ import {
   claimForRedelivery, deleteWebhook, getWebhook, insertTestDelivery, insertWebhook, listDeliveries, listWebhooks, MAX_ACTIVE_WEBHOOKS,
   recordManualAttempt, rotateWebhookSecret, type ManualDelivery, type WebhookRow,
 } from '../../db/webhooks.js'
-import { CLAIM_LEASE_S, outcomeOf } from '../../webhooks/delivery.js'
+import { outcomeOf } from '../../webhooks/delivery.js'
+import { CLAIM_LEASE_S } from '../../domain.js'
 import { sendNow } from '../../webhooks/delivery-now.js'
 import type { Route, RouteContext } from '../route.js'
 import { NO_STORE } from '../respond.js'

@@ -31,6 +31,7 @@ export interface Config {
   publicBaseUrl: string
   databaseUrl: string | undefined
   redisUrl: string | undefined
+  /** SHARDS: actor shard worker threads; default the cores less the front-end threads, at least 1. */
   shards: number
   /** FRONTENDS: uWS front-end threads sharing the listening port (docs/decisions.md "Front-end threads"); default 1. */
   frontends: number
@@ -148,14 +149,16 @@ function providerEnv (env: NodeJS.ProcessEnv): Record<string, string> {
 
 export function loadConfig (env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
   const port = int('PORT', env.PORT, 8080)
+  const frontends = Math.floor(int('FRONTENDS', env.FRONTENDS, 1, 1))
   const cfg: Config = {
     port,
     host: env.HOST || '0.0.0.0',
     publicBaseUrl: (env.PUBLIC_BASE_URL || `http://localhost:${port}`).replace(/\/+$/, ''),
     databaseUrl: env.DATABASE_URL || undefined,
     redisUrl: env.REDIS_URL || undefined,
-    shards: int('SHARDS', env.SHARDS, Math.max(1, availableParallelism()), 1),
-    frontends: Math.floor(int('FRONTENDS', env.FRONTENDS, 1, 1)),
+    // One shard per core the front ends leave (docs/decisions.md "One shard per core left by the front ends").
+    shards: int('SHARDS', env.SHARDS, Math.max(1, availableParallelism() - frontends), 1),
+    frontends,
     adminToken: env.ADMIN_TOKEN || undefined,
     metricsToken: env.METRICS_TOKEN || undefined,
     jwtSecret: env.JWT_SECRET || undefined,

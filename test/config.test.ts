@@ -12,9 +12,14 @@ t.test('WEBHOOK_WORKERS: half the cores by default (at least 1), or as set', asy
   t.throws(() => loadConfig({ WEBHOOK_WORKERS: 'many' }), /WEBHOOK_WORKERS/)
 })
 
-t.test('SHARDS and FRONTENDS: the cores and 1 by default', async (t) => {
+t.test('SHARDS and FRONTENDS: one front end, and a shard for each core it leaves, by default', async (t) => {
+  const cores = availableParallelism()
   const c = loadConfig({})
-  t.equal(c.shards, Math.max(1, availableParallelism()))
   t.equal(c.frontends, 1)
+  t.equal(c.shards, Math.max(1, cores - 1))
+  t.equal(loadConfig({ FRONTENDS: '2' }).shards, Math.max(1, cores - 2), 'each front-end thread takes a core from the shards')
+  t.equal(loadConfig({ FRONTENDS: String(cores + 4) }).shards, 1, 'never fewer than one shard')
+  t.equal(loadConfig({ SHARDS: '3', FRONTENDS: '2' }).shards, 3, 'SHARDS as set wins')
   t.throws(() => loadConfig({ FRONTENDS: '0' }), /FRONTENDS/)
+  t.throws(() => loadConfig({ SHARDS: '0' }), /SHARDS/)
 })

@@ -31,7 +31,10 @@ export interface Config {
   publicBaseUrl: string
   databaseUrl: string | undefined
   redisUrl: string | undefined
-  /** SHARDS: actor shard worker threads; default the cores less the front-end threads, at least 1. */
+  /**
+   * SHARDS: actor shard worker threads; default one per core the front ends leave, at least 1
+   * (docs/decisions.md "One shard per core left by the front ends").
+   */
   shards: number
   /** FRONTENDS: uWS front-end threads sharing the listening port (docs/decisions.md "Front-end threads"); default 1. */
   frontends: number
@@ -156,7 +159,6 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, overrides: Par
     publicBaseUrl: (env.PUBLIC_BASE_URL || `http://localhost:${port}`).replace(/\/+$/, ''),
     databaseUrl: env.DATABASE_URL || undefined,
     redisUrl: env.REDIS_URL || undefined,
-    // One shard per core the front ends leave (docs/decisions.md "One shard per core left by the front ends").
     shards: int('SHARDS', env.SHARDS, Math.max(1, availableParallelism() - frontends), 1),
     frontends,
     adminToken: env.ADMIN_TOKEN || undefined,

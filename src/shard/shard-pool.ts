@@ -8,6 +8,14 @@ import type { RouteState } from '../providers/registry.js'
 import type { ClaimedDelivery } from '../db/webhooks.js'
 import type { FromShard, ShardEvent, ShardInit, ShardRequests, ShardTag, ToShard } from './protocol.js'
 
+/**
+ * A shard's young generation may grow to 96 MB (32 MB semi-spaces, twice V8's default): a job's
+ * objects live for its whole run (creation to callback, a few hundred ms under load), and with
+ * more room they die young instead of being promoted and marked (docs/decisions.md "Shards
+ * keep a larger young generation").
+ */
+export const SHARD_YOUNG_GENERATION_MB = 96
+
 /** What route handlers use of the shards: the pool on the main thread, a ShardClient on other front-end threads. */
 export interface Shards {
   readonly size: number
@@ -86,6 +94,7 @@ export class ShardPool implements Shards {
       name: `shard ${shard}`,
       handlers: {},
       timeoutMs: this.opts.timeoutMs ?? 10_000,
+      youngGenerationMb: SHARD_YOUNG_GENERATION_MB,
       onTell: (m) => {
         if (m.tag === 'deliveries') this.opts.onDeliveries?.(m.body.rows)
         else this.opts.onEvent?.(m.body)

@@ -24,6 +24,11 @@ export interface ManagedWorkerOptions<In extends WorkerSide> {
   /** Restart after an unexpected exit (default true; a delivery pool's extra worker is not). */
   restart?: boolean
   onLog?: (level: 'warn' | 'error', msg: string) => void
+  /**
+   * The most the thread's young generation may grow to, in MB (Worker `resourceLimits`);
+   * unset: V8's default.
+   */
+  youngGenerationMb?: number
 }
 
 /**
@@ -55,7 +60,8 @@ export class ManagedWorker<Out extends Side, In extends WorkerSide> {
   }
 
   private start (): void {
-    const worker = new Worker(this.o.url, { workerData: this.o.data() })
+    const young = this.o.youngGenerationMb
+    const worker = new Worker(this.o.url, { workerData: this.o.data(), ...(young ? { resourceLimits: { maxYoungGenerationSizeMb: young } } : {}) })
     let failReady: (e: Error) => void = () => {}
     this.ready = new Promise<void>((resolve, reject) => { this.markReady = resolve; failReady = reject })
     this.ready.catch(() => {})

@@ -2,7 +2,7 @@ import { ApiError } from '../errors.js'
 import type { Config } from '../config.js'
 import { ManagedWorker } from '../threads/worker-lifecycle.js'
 import type { ReqOf } from '../threads/channel.js'
-import type { MessagePort } from 'node:worker_threads'
+import type { MessagePort, ResourceLimits } from 'node:worker_threads'
 import type { SharedProviderState } from '../providers/capacity.js'
 import type { RouteState } from '../providers/registry.js'
 import type { ClaimedDelivery } from '../db/webhooks.js'
@@ -115,6 +115,9 @@ export class ShardPool implements Shards {
 
   /** Test hook: kills one worker as a crash would. */
   async crash (shard: number): Promise<void> { await this.workers[shard].crash() }
+
+  /** The V8 limits shard `shard`'s current thread runs with (operators' checks and tests). */
+  resourceLimits (shard: number): ResourceLimits { return this.workers[shard].worker.resourceLimits ?? {} }
 
   async close (): Promise<void> {
     // Each shard finishes its group commit (shard.ping answers after it) before it is stopped.

@@ -4,6 +4,7 @@
 import t from 'tap'
 import { ApiError } from '../../src/errors.js'
 import { GroupCommit } from '../../src/shard/group-commit.js'
+import { SHARD_YOUNG_GENERATION_MB, ShardPool } from '../../src/shard/shard-pool.js'
 import { connect, type Sql } from '../../src/db/connect.js'
 import { applyCredit } from '../../src/db/accounts.js'
 import { migrate } from '../../src/db/migrate.js'
@@ -71,6 +72,14 @@ t.test('through the running service', async (t) => {
     t.equal(me.status, 200, 'HTTP requests for that account work again')
     t.equal(me.body.credits, row.credits + 5)
     t.same(await ledgerMismatches(sql), [])
+  })
+
+  t.test('every shard runs with the larger young generation, the one restarted above too', async (t) => {
+    t.ok(shards instanceof ShardPool, 'the main thread holds the pool')
+    t.ok(shards.restarts >= 1, 'shard 0 was restarted')
+    for (let k = 0; k < shards.size; k++) {
+      t.equal((shards as ShardPool).resourceLimits(k).maxYoungGenerationSizeMb, SHARD_YOUNG_GENERATION_MB, `shard ${k}`)
+    }
   })
 
   t.test('crash while credits are committing: acknowledged credits are durable, the invariant holds', async (t) => {

@@ -60,8 +60,13 @@ export class Ed25519Key {
   }
 }
 
-/** Whether one of `keys` verifies `sig` over `message`. */
-export async function anyKeyVerifies (keys: readonly Ed25519Key[], message: Buffer, sig: Buffer): Promise<boolean> {
-  for (const k of keys) if (await k.verify(message, sig)) return true
-  return false
+/**
+ * The one of `keys` that verifies `sig` over `message`, or null. `first` (the key that verified
+ * the previous signature) is tried before the others: while a rotation publishes old and new
+ * keys, a signature costs one check, not one per key tried before its own.
+ */
+export async function keyThatVerifies (keys: readonly Ed25519Key[], message: Buffer, sig: Buffer, first: Ed25519Key | null = null): Promise<Ed25519Key | null> {
+  if (first !== null && keys.includes(first) && await first.verify(message, sig)) return first
+  for (const k of keys) if (k !== first && await k.verify(message, sig)) return k
+  return null
 }

@@ -23,7 +23,7 @@ import { createHash } from 'node:crypto'
 import { errorText, looksLikeContentPolicy, notAVerdict, progressFromLogs, raiseForStatus, trimBase, upstreamRequest, type HttpSettings, type UpstreamResponse } from './http.js'
 import { sameInput, UpstreamUnavailable, type CancelOutcome, type RawCallback, type UpstreamAdapter, type UpstreamHandle, type UpstreamLookup, type UpstreamRequest, type UpstreamState, type VerifiedCallback } from './upstream.js'
 import type { ProviderJson } from '../net/json-client.js'
-import { anyKeyVerifies, Ed25519Key } from './ed25519.js'
+import { keyThatVerifies, Ed25519Key } from './ed25519.js'
 
 export interface FalConfig extends HttpSettings {
   /** FAL_KEY. */
@@ -64,6 +64,8 @@ export class FalAdapter implements UpstreamAdapter {
   private readonly now: () => number
   private jwks: { keys: Ed25519Key[]; fetchedAt: number } | null = null
   private jwksLoading: Promise<Ed25519Key[]> | null = null
+  /** The key that verified the last callback: tried first (fal signs with one key at a time). */
+  private lastKey: Ed25519Key | null = null
   /** How many times the JWKS was fetched (operators and tests read it). */
   jwksFetches = 0
 
@@ -196,13 +198,14 @@ export class FalAdapter implements UpstreamAdapter {
     const sig = Buffer.from(sigHex, 'hex')
     let keys: Ed25519Key[]
     try { keys = await this.keys(false) } catch (err) { return { ok: false, reason: `fal JWKS unavailable: ${(err as Error).message}` } }
-    let verified = await anyKeyVerifies(keys, message, sig)
-    if (!verified && this.jwks && this.now() - this.jwks.fetchedAt >= this.jwksMinRefreshMs) {
+    let verified = await keyThatVerifies(keys, message, sig, this.lastKey)
+    if (verified === null && this.jwks && this.now() - this.jwks.fetchedAt >= this.jwksMinRefreshMs) {
       // No cached key verifies: fal may have rotated its keys. Re-fetch, at most once per jwksMinRefreshMs.
       try { keys = await this.keys(true) } catch (err) { return { ok: false, reason: `fal JWKS unavailable: ${(err as Error).message}` } }
-      verified = await anyKeyVerifies(keys, message, sig)
+      verified = await keyThatVerifies(keys, message, sig, this.lastKey)
     }
-    if (!verified) return { ok: false, reason: 'signature does not verify with any fal key' }
+    if (verified === null) return { ok: false, reason: 'signature does not verify with any fal key' }
+    this.lastKey = verified
     let body: ProviderJson
     try { body = JSON.parse(req.body.toString('utf8')) } catch { return { ok: false, reason: 'body is not JSON' } }
     if (body?.request_id !== undefined && body.request_id !== requestId) return { ok: false, reason: 'body request_id differs from the signed header' }

@@ -3,7 +3,7 @@
 // malformed input.
 import { generateKeyPairSync, randomBytes, sign } from 'node:crypto'
 import t from 'tap'
-import { anyKeyVerifies, Ed25519Key, ed25519Implementation, type Ed25519Implementation } from '../../src/providers/ed25519.js'
+import { keyThatVerifies, Ed25519Key, ed25519Implementation, type Ed25519Implementation } from '../../src/providers/ed25519.js'
 
 function pair (): { x: string; sign: (m: Buffer) => Buffer } {
   const { publicKey, privateKey } = generateKeyPairSync('ed25519')
@@ -43,13 +43,40 @@ t.test('a key that is not an Ed25519 public key is refused', async (t) => {
   t.throws(() => new Ed25519Key(Buffer.alloc(33).toString('base64url')))
 })
 
-t.test('anyKeyVerifies: any of several keys (a rotation in progress)', async (t) => {
+t.test('keyThatVerifies: the one of several keys that verifies (a rotation in progress)', async (t) => {
   const a = pair()
   const b = pair()
   const msg = Buffer.from('req\nuser\n1\nabc')
   const keys = [new Ed25519Key(a.x), new Ed25519Key(b.x)]
-  t.equal(await anyKeyVerifies(keys, msg, b.sign(msg)), true)
-  t.equal(await anyKeyVerifies(keys, msg, a.sign(msg)), true)
-  t.equal(await anyKeyVerifies([keys[0]], msg, b.sign(msg)), false)
-  t.equal(await anyKeyVerifies([], msg, a.sign(msg)), false)
+  t.equal(await keyThatVerifies(keys, msg, b.sign(msg)), keys[1])
+  t.equal(await keyThatVerifies(keys, msg, a.sign(msg)), keys[0])
+  t.equal(await keyThatVerifies([keys[0]], msg, b.sign(msg)), null)
+  t.equal(await keyThatVerifies([], msg, a.sign(msg)), null)
+})
+
+t.test('keyThatVerifies: the key that verified last is checked first, once', async (t) => {
+  const a = pair()
+  const b = pair()
+  const msg = Buffer.from('req\nuser\n2\ndef')
+  const keys = [new Ed25519Key(a.x), new Ed25519Key(b.x)]
+  const checks = new Map<Ed25519Key, number>()
+  for (const k of keys) {
+    const verify = k.verify.bind(k)
+    k.verify = (m, s) => { checks.set(k, (checks.get(k) ?? 0) + 1); return verify(m, s) }
+  }
+  // The new key, published last, signs: without a hint the old one is checked first.
+  t.equal(await keyThatVerifies(keys, msg, b.sign(msg)), keys[1])
+  t.same([checks.get(keys[0]), checks.get(keys[1])], [1, 1])
+  checks.clear()
+  t.equal(await keyThatVerifies(keys, msg, b.sign(msg), keys[1]), keys[1])
+  t.same([checks.get(keys[0]), checks.get(keys[1])], [undefined, 1], 'one check')
+  checks.clear()
+  // The hint is wrong (the old key signed): every key is still tried, the hint once.
+  t.equal(await keyThatVerifies(keys, msg, a.sign(msg), keys[1]), keys[0])
+  t.same([checks.get(keys[0]), checks.get(keys[1])], [1, 1])
+  checks.clear()
+  // A hint that is not among the keys (the JWKS was fetched again) is not checked.
+  const gone = new Ed25519Key(b.x)
+  t.equal(await keyThatVerifies([keys[0]], msg, b.sign(msg), gone), null)
+  t.same([checks.get(keys[0])], [1])
 })

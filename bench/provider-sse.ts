@@ -85,6 +85,7 @@ export const scenario: Scenario = {
         if (opened.failed) o.log(`  ${opened.failed} streams failed to open: ${JSON.stringify(opened.statuses)}`)
         await sleep(1000)
         const c0 = cpuUs(s.svc.pid)
+        const f0 = cpuUs(stub.pid)
         // Hold off first: a job submitted again meanwhile (a lost answer) ends 50 ms later and
         // calls back instead of being held.
         await stub.control('hold', { on: false })
@@ -92,6 +93,7 @@ export const scenario: Scenario = {
         await stub.control('release', { rate })
         const doneAt = await opened.done(jobs.length / rate * 1000 + 60_000)
         const c1 = cpuUs(s.svc.pid)
+        const f1 = cpuUs(stub.pid)
         await until(async () => !(await stub.control<{ releasing: boolean }>('stats')).releasing, 30_000, 50)
         await stub.control('defaults', { finishAfterMs: null })
         await stub.control('hold', { on: true })
@@ -123,12 +125,13 @@ export const scenario: Scenario = {
           callbacks_per_s: released.length / Math.max(spanS, 1e-3),
           callbacks_not_200: released.filter(r => r[2] !== 200).length,
           cpu_us_per_job: (c1 - c0) / Math.max(1, lat.length),
+          stub_cpu_us_per_job: (f1 - f0) / Math.max(1, released.length),
         }
       }
       return {
         sides: [{ name: 'service', role: 'service', warmup: async () => { await round(k) }, measure: () => round(k) }],
         targets: [{ metric: 'delivery_p99_ms', kind: 'absolute', op: '<=', value: 50 }],
-        show: ['streams', 'delivered', 'delivery_p50_ms', 'delivery_max_ms', 'callbacks_per_s', 'callbacks_not_200', 'cpu_us_per_job'],
+        show: ['streams', 'delivered', 'delivery_p50_ms', 'delivery_max_ms', 'callbacks_per_s', 'callbacks_not_200', 'cpu_us_per_job', 'stub_cpu_us_per_job'],
         notes: [`${k} jobs a round over ${ACCOUNTS} accounts, one SSE stream each (C client, its own process), callbacks released by the stub (its own process) at ${rate}/s; latency from the start of each callback (before signing) to its stream's done`],
         after: async () => {
           const inv = await ledgerInvariant(s.db.sql)

@@ -6,7 +6,7 @@
  * and no stream, promise or timer per request. Measured against undici's `dispatch` on the same
  * receiver: 41 against 64 µs of client CPU per POST (docs/decisions.md "Webhook HTTP client").
  *
- * Per origin at most MAX_CONNECTIONS sockets, each with at most PIPELINING requests written
+ * Per origin at most MAX_CONNECTIONS sockets (unless the Origin says otherwise), each with at most PIPELINING requests written
  * ahead (HTTP/1.1 pipelining, docs/decisions.md "Webhook HTTP client") once it has answered one
  * and stayed open; an idle socket is used first, then a new one, then the least loaded. A
  * request that got no byte of its answer when its socket closed is sent again on another
@@ -303,7 +303,8 @@ export class Origin {
   readonly queue: Post[] = []
   private readonly target: { protocol: string; hostname: string; host: string; port: string }
 
-  constructor (origin: string, private readonly connector: Connector) {
+  /** `maxConnections`: sockets this origin may open (MAX_CONNECTIONS unless said otherwise). */
+  constructor (origin: string, private readonly connector: Connector, private readonly maxConnections = MAX_CONNECTIONS) {
     const u = new URL(origin)
     const hostname = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname
     this.target = { protocol: u.protocol, hostname, host: u.host, port: u.port || (u.protocol === 'https:' ? '443' : '80') }
@@ -328,7 +329,7 @@ export class Origin {
         const room = c.reused ? this.pipelining : 1
         if (c.pending.length < room && (best === null || c.pending.length < best.pending.length)) best = c
       }
-      if ((best === null || best.pending.length > 0) && this.conns.length < MAX_CONNECTIONS) best = this.open()
+      if ((best === null || best.pending.length > 0) && this.conns.length < this.maxConnections) best = this.open()
       if (best === null) return
       best.push(this.queue.shift() as Post)
     }

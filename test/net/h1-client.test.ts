@@ -10,7 +10,7 @@ import t from 'tap'
 import { buildConnector } from 'undici'
 import { guardedConnector } from '../../src/net/dns-guard.js'
 import { Sender, type SendResult } from '../../src/webhooks/delivery-send.js'
-import { HttpProtocolError, MAX_CONNECTIONS, PIPELINING } from '../../src/net/h1-client.js'
+import { HttpProtocolError, MAX_CONNECTIONS, Origin, PIPELINING, Post } from '../../src/net/h1-client.js'
 
 interface Req { head: string; body: string; index: number; socket: Socket }
 
@@ -90,6 +90,31 @@ t.test('many requests to one Node server: all answered, at most MAX_CONNECTIONS 
   t.equal(results.filter(r => r.statusCode === 200).length, n, 'every answer a 200 (chunked bodies)')
   t.ok(sockets <= MAX_CONNECTIONS, `${sockets} sockets`)
   t.equal(s.inFlight, 0)
+})
+
+t.test('an Origin given its own socket cap and no pipelining: one request a socket, more sockets than MAX_CONNECTIONS', async (t) => {
+  // The provider stubs send callbacks this way (test/fixtures/provider-stub.ts): as many
+  // sockets as callbacks in flight, each carrying one at a time.
+  const held: Req[] = []
+  const srv = await rawServer(r => { held.push(r) })
+  t.teardown(srv.close)
+  const cap = MAX_CONNECTIONS + 8
+  const o = new Origin(`http://127.0.0.1:${srv.port}`, buildConnector({}), cap)
+  o.pipelining = 1
+  t.teardown(() => { for (const c of [...o.conns]) c.destroy(new Error('done')) })
+  const n = cap + 4
+  const answers = Array.from({ length: n }, () => new Promise<SendResult>(resolve => o.send(new Post(`POST /cb HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n`, performance.now() + 10_000, resolve))))
+  while (held.length < cap) await new Promise(resolve => setImmediate(resolve))
+  t.equal(o.conns.length, cap, 'a socket for each request in flight, up to the cap')
+  t.equal(o.queue.length, n - cap, 'the rest wait for a socket')
+  t.ok(held.every(r => r.index === 0), 'one request on each socket')
+  const answer = (r: Req) => r.socket.write('HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n')
+  for (const r of held) answer(r)
+  while (held.length < n) await new Promise(resolve => setImmediate(resolve))
+  for (const r of held.slice(cap)) answer(r)
+  const results = await Promise.all(answers)
+  t.equal(results.filter(r => r.statusCode === 200).length, n)
+  t.equal(srv.sockets, cap, 'the waiting requests went on the sockets that answered')
 })
 
 t.test('answers split into single bytes: Content-Length, chunked with extensions and trailers, 1xx first', async (t) => {

@@ -21,10 +21,15 @@ export class Sender {
   private readonly origins = new Map<string, Origin>()
   private readonly dests = new Map<string, Destination>()
 
+  /**
+   * `sockets`: each origin's socket cap and requests written ahead per socket (h1-client's
+   * MAX_CONNECTIONS and PIPELINING unless given).
+   */
   constructor (
     private readonly connector: Connector,
     private readonly allowlist: readonly string[],
     private readonly timeoutMs = DELIVERY_TIMEOUT_MS,
+    private readonly sockets: { max?: number; pipelining?: number } = {},
   ) {}
 
   /** Requests not answered yet. */
@@ -53,7 +58,11 @@ export class Sender {
     const p = new Post(wire, performance.now() + this.timeoutMs, (r) => { this.live.delete(p); done(r) })
     this.live.add(p)
     let o = this.origins.get(dest.origin)
-    if (o === undefined) { o = new Origin(dest.origin, this.connector); this.origins.set(dest.origin, o) }
+    if (o === undefined) {
+      o = new Origin(dest.origin, this.connector, this.sockets.max)
+      if (this.sockets.pipelining !== undefined) o.pipelining = this.sockets.pipelining
+      this.origins.set(dest.origin, o)
+    }
     o.send(p)
   }
 

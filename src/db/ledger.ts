@@ -53,13 +53,17 @@ const HANDED_CLAIM = `now() + interval '${CLAIM_LEASE_S} seconds'`
  * the account subscribed to `event`, plus one for the job's own webhook. `handed`: the rows are
  * inserted claimed for the claim lease and returned (id, job, webhook, URL and secret), for the
  * node to hand to its delivery worker in memory (docs/architecture.md "Durability", the outbox).
+ * `guarded` (completions): a job sent without its event (its account believed to have no
+ * webhook, HooklessAccounts) whose account has one subscribed tries to insert a row without
+ * event and body, and the NOT NULL columns fail the whole statement (StaleHookless): the event
+ * is never lost, the batch is written again with every event built.
  */
-function insertOutboxFrom (from: string, event: 'job.completed' | 'job.failed', handed = false): string {
+function insertOutboxFrom (from: string, event: 'job.completed' | 'job.failed', handed = false, guarded = false): string {
   const claim = handed ? `, ${HANDED_CLAIM}` : ''
   return `INSERT INTO webhook_deliveries (id, event_id, account_id, webhook_id, job_id, event, url, secret, body${handed ? ', claimed_until' : ''})
       SELECT ${DELIVERY_ID}, d.event_id, d.account_id, w.id, d.id, '${event}', w.url, w.secret, d.body${claim}
-      FROM ${from} JOIN webhooks w ON w.account_id = d.account_id AND w.active AND w.deleted_at IS NULL AND '${event}' = ANY(w.events)
-      WHERE d.event_id IS NOT NULL
+      FROM ${from} JOIN webhooks w ON w.account_id = d.account_id AND w.active AND w.deleted_at IS NULL AND '${event}' = ANY(w.events)${guarded ? '' : `
+      WHERE d.event_id IS NOT NULL`}
       UNION ALL
       SELECT ${DELIVERY_ID}, d.event_id, d.account_id, NULL, d.id, '${event}', d.own_url, d.own_secret, d.body${claim}
       FROM ${from} WHERE d.event_id IS NOT NULL AND d.own_url IS NOT NULL${handed ? `
@@ -166,7 +170,9 @@ function completionCtes (offset: number, videos: boolean, handed: boolean): stri
         credits_refunded = 0, updated_at = v.at, completed_at = v.at
       FROM v WHERE jobs.id = v.id AND jobs.status IN ('queued', 'submitted', 'processing')
       RETURNING jobs.id, jobs.account_id, jobs.type, jobs.prompt, jobs.model, jobs.provider, jobs.created_at, v.url, v.at, v.event_id, v.body, v.own_url, v.own_secret,
-        v.history${videos ? ', jobs.source_job_id, v.aspect, v.thumb, v.token, v.embed' : ''}
+        v.history${videos ? ', jobs.source_job_id, v.aspect, v.thumb, v.token, v.embed' : ''},
+        EXISTS (SELECT 1 FROM webhooks w WHERE w.account_id = jobs.account_id AND w.active AND w.deleted_at IS NULL
+          AND 'job.completed' = ANY(w.events)) AS hooks
     ), history AS (
       ${INSERT_DONE_EVENTS}
     ), late AS (
@@ -177,7 +183,7 @@ function completionCtes (offset: number, videos: boolean, handed: boolean): stri
       FROM v JOIN jobs lj ON lj.id = v.id AND lj.status IN ('failed', 'cancelled')
       WHERE v.route IS NOT NULL AND NOT EXISTS (SELECT 1 FROM done WHERE done.id = v.id)
     ), outbox AS (
-      ${insertOutboxFrom('done d', 'job.completed', handed)}
+      ${insertOutboxFrom('done d', 'job.completed', handed, true)}
     ), library AS (
       INSERT INTO images (account_id, job_id, prompt, model, model_id, image_url, created_at, completed_at)
       SELECT d.account_id, d.id, d.prompt, d.provider || '/' || d.model, d.model, d.url, d.created_at, d.at FROM done d WHERE d.type = 'image'
@@ -191,17 +197,20 @@ function completionCtes (offset: number, videos: boolean, handed: boolean): stri
 }
 
 /**
- * completionCtes' parameters: per completion its final view in the event body, its own
+ * completionCtes' parameters: per completion its final view in the event body (none, and no
+ * event, for an account `hookless` knows has no webhook and a job without its own), its own
  * webhook, its history, and with `videos` a video's aspect ratio and media (its embed page
  * under a fresh random token).
  */
-function completionParams (items: Completion[], videos: boolean): { params: string[]; events: string[]; bodies: string[] } {
+function completionParams (items: Completion[], videos: boolean, hookless: HooklessAccounts | null): {
+  params: string[]; events: Array<string | null>; bodies: Array<string | null>
+} {
   const n = items.length
   const ids = new Array<string>(n)
   const urls = new Array<string>(n)
   const ats = new Array<string>(n)
-  const events = new Array<string>(n)
-  const bodies = new Array<string>(n)
+  const events = new Array<string | null>(n)
+  const bodies = new Array<string | null>(n)
   const ownUrls = new Array<string | null>(n)
   const ownSecrets = new Array<string | null>(n)
   const routes = new Array<string | null>(n)
@@ -210,12 +219,19 @@ function completionParams (items: Completion[], videos: boolean): { params: stri
     const { row: r, resultUrl, at, history } = items[k]
     routes[k] = history ? history.route : null
     histories[k] = history && history.events.length > 0 ? eventsJson(history.events, at) : null
-    const eventId = newEventId()
     const own = webhookOf(r)
+    const ownHook = own.url !== null && own.secret !== null
     ids[k] = r.id
     urls[k] = resultUrl
     const iso = at.toISOString()
     ats[k] = iso
+    ownUrls[k] = ownHook ? own.url : null
+    ownSecrets[k] = ownHook ? own.secret : null
+    // No webhook can want the event (none of its own, none registered when the account's last
+    // completion committed): neither view nor body is built (the statement's guard catches a
+    // webhook registered since).
+    if (!ownHook && hookless !== null && hookless.has(Number(r.account_id))) { events[k] = null; bodies[k] = null; continue }
+    const eventId = newEventId()
     events[k] = eventId
     // The final view (viewOf returns a fresh object): what the job is once this commits.
     const v = viewOf(r)
@@ -225,8 +241,6 @@ function completionParams (items: Completion[], videos: boolean): { params: stri
     v.updated_at = iso
     v.completed_at = iso
     bodies[k] = eventBody(eventId, 'job.completed', v, at)
-    ownUrls[k] = own.url !== null && own.secret !== null ? own.url : null
-    ownSecrets[k] = own.url !== null && own.secret !== null ? own.secret : null
   }
   const params = [textArray(ids), textArray(urls), textArray(ats), textArray(events), textArray(bodies), textArray(ownUrls), textArray(ownSecrets),
     textArray(routes), textArray(histories)]
@@ -274,6 +288,36 @@ export interface BatchWrite {
 export interface BatchWritten { charged: Map<number, Balance>; completed: Set<string>; handed: ClaimedDelivery[] }
 
 /**
+ * Accounts that had no webhook subscribed to job.completed when one of their completions last
+ * committed (the completion statement says so for each job it completes): their completions
+ * are written without the event's view and body (docs/decisions.md "Completion events built
+ * only where a webhook may want them"). A webhook registered since is caught by the statement
+ * itself (insertOutboxFrom's guard): the batch fails as StaleHookless, the caller forgets
+ * what it knew and writes the batch again, every event built.
+ */
+export class HooklessAccounts {
+  private readonly none = new Set<number>()
+  /** `max`: accounts remembered at most (then forgotten all at once: they are learnt again). */
+  constructor (private readonly max = 100_000) {}
+  has (account: number): boolean { return this.none.has(account) }
+  /** What a committed completion of `account` found: `hooks`, a webhook subscribed to job.completed. */
+  saw (account: number, hooks: boolean): void {
+    if (hooks) { this.none.delete(account); return }
+    if (this.none.size >= this.max) this.none.clear()
+    this.none.add(account)
+  }
+
+  forget (): void { this.none.clear() }
+  get size (): number { return this.none.size }
+}
+
+/** The completion statement failed because an account believed without webhooks has one (insertOutboxFrom's guard): nothing was written. */
+export function isStaleHookless (err: unknown): boolean {
+  const e = err as { code?: string; table_name?: string; column_name?: string } | null
+  return e?.code === '23502' && e.table_name === 'webhook_deliveries' && (e.column_name === 'event_id' || e.column_name === 'body')
+}
+
+/**
  * writeBatch's statements by what they hold: creations 0 none, 1 plain, 2 routed; completions
  * (x3) 0 none, 1 without videos, 2 with videos; transitions (x9) 0 or 1; completions' outbox
  * rows handed (x18) or not.
@@ -295,13 +339,13 @@ function batchStatement (creations: 0 | 1 | 2, completions: 0 | 1 | 2, transitio
   if (creations > 0) {
     ctes.push(creationCtes(creations === 2, offset))
     offset += creationParamCount(creations === 2)
-    out.push(`SELECT id AS account, credits, free_videos_used, NULL::text AS job${none} FROM charged`)
+    out.push(`SELECT id AS account, credits, free_videos_used, NULL::text AS job, NULL::boolean AS hooks${none} FROM charged`)
   }
   if (completions > 0) {
     ctes.push(completionCtes(offset, completions === 2, handed))
     offset += completions === 2 ? 13 : 9
-    out.push(`SELECT NULL::bigint AS account, NULL::bigint AS credits, NULL::int AS free_videos_used, id AS job${none} FROM done`)
-    if (handed) out.push('SELECT NULL::bigint, NULL::bigint, NULL::int, job_id, id, webhook_id, url, secret FROM outbox')
+    out.push(`SELECT account_id AS account, NULL::bigint AS credits, NULL::int AS free_videos_used, id AS job, hooks${none} FROM done`)
+    if (handed) out.push('SELECT NULL::bigint, NULL::bigint, NULL::int, job_id, NULL::boolean, id, webhook_id, url, secret FROM outbox')
   }
   if (transitions) ctes.push(transitionCte(offset))
   if (out.length === 0) out.push(NO_ROWS)
@@ -321,17 +365,17 @@ function batchStatement (creations: 0 | 1 | 2, completions: 0 | 1 | 2, transitio
  * jobs, completions and transitions update jobs committed before, never the same one twice
  * (the caller drops a transition its batch supersedes).
  */
-export async function writeBatch (q: Q, w: BatchWrite, handOff = false): Promise<BatchWritten> {
+export async function writeBatch (q: Q, w: BatchWrite, handOff = false, hookless: HooklessAccounts | null = null): Promise<BatchWritten> {
   const c = w.creations.length > 0 ? creationParams(w.creations, w.records) : null
   const videos = w.completions.some(x => isVideo(x.row))
   const params: string[] = []
   if (c !== null) for (const x of c.params) params.push(x)
-  const done = w.completions.length > 0 ? completionParams(w.completions, videos) : null
+  const done = w.completions.length > 0 ? completionParams(w.completions, videos, hookless) : null
   if (done !== null) for (const x of done.params) params.push(x)
   if (w.transitions.length > 0) for (const x of transitionParams(w.transitions)) params.push(x)
   const text = batchStatement(c === null ? 0 : c.routed ? 2 : 1, w.completions.length === 0 ? 0 : videos ? 2 : 1, w.transitions.length > 0, handOff)
   type Row = {
-    account: number | null; credits: number | null; free_videos_used: number | null; job: string | null
+    account: number | null; credits: number | null; free_videos_used: number | null; job: string | null; hooks: boolean | null
     delivery?: string | null; webhook?: string | null; url?: string; secret?: string
   }
   const rows = await q.unsafe<Row[]>(text, params, { prepare: true })
@@ -341,16 +385,20 @@ export async function writeBatch (q: Q, w: BatchWrite, handOff = false): Promise
   let index: Map<string, number> | null = null
   for (const r of rows) {
     if (r.delivery == null) {
-      if (r.job !== null) completed.add(r.job)
-      else charged.set(Number(r.account), { credits: r.credits!, free_videos_used: r.free_videos_used! })
+      if (r.job !== null) {
+        completed.add(r.job)
+        hookless?.saw(Number(r.account), r.hooks === true)
+      } else {
+        charged.set(Number(r.account), { credits: r.credits!, free_videos_used: r.free_videos_used! })
+      }
       continue
     }
     // A handed row as a pool's claim returns it, with the event id and body built here for its job.
     if (index === null) { index = new Map(); for (let k = 0; k < w.completions.length; k++) index.set(w.completions[k].row.id, k) }
     const k = index.get(r.job!)!
     handed.push({
-      id: r.delivery, event_id: done!.events[k], account_id: Number(w.completions[k].row.account_id), webhook_id: r.webhook == null ? null : Number(r.webhook),
-      job_id: r.job, event: 'job.completed', url: r.url!, secret: r.secret!, body: done!.bodies[k], attempts: 0, hook_active: true,
+      id: r.delivery, event_id: done!.events[k]!, account_id: Number(w.completions[k].row.account_id), webhook_id: r.webhook == null ? null : Number(r.webhook),
+      job_id: r.job, event: 'job.completed', url: r.url!, secret: r.secret!, body: done!.bodies[k]!, attempts: 0, hook_active: true,
     })
   }
   return { charged, completed, handed }

@@ -1,6 +1,6 @@
 import { isDbUnavailable, within, type Sql, type Tx } from '../db/connect.js'
 import type { NewJob, Transition } from '../db/jobs.js'
-import { ChargeRefused, writeBatch, type BatchWrite, type BatchWritten, type Completion, type History, type VideoMedia } from '../db/ledger.js'
+import { ChargeRefused, HooklessAccounts, isStaleHookless, writeBatch, type BatchWrite, type BatchWritten, type Completion, type History, type VideoMedia } from '../db/ledger.js'
 import type { JobRow } from '../jobs/view.js'
 import type { RouteRecord } from '../db/upstream.js'
 import type { ClaimedDelivery } from '../db/webhooks.js'
@@ -58,6 +58,8 @@ export class GroupCommit {
   /** Number of transactions committed, and of items in them (tests, metrics); `together`: items written by a batch statement. */
   stats = { transactions: 0, items: 0, fallbacks: 0, together: 0 }
   private seq = 0
+  /** Accounts whose completions need no event built (no webhook wanted one at their last completion). */
+  readonly hookless = new HooklessAccounts()
 
   /** The last sequence number handed out by stamp(). */
   get stamped (): number { return this.seq }
@@ -81,7 +83,7 @@ export class GroupCommit {
 
   /** writeBatch, collecting the outbox rows it handed into `sink` (passed on only once committed). */
   private async write (q: Sql | Tx, w: BatchWrite, sink: ClaimedDelivery[]): Promise<BatchWritten> {
-    const r = await writeBatch(q, w, this.handOff !== null)
+    const r = await writeBatch(q, w, this.handOff !== null, this.hookless)
     for (const d of r.handed) sink.push(d)
     return r
   }
@@ -200,8 +202,12 @@ export class GroupCommit {
         }))
       }
     } catch (err) {
+      // A webhook registered since an account's last completion: nothing was written; written
+      // again, every event built.
+      const stale = isStaleHookless(err)
+      if (stale) this.hookless.forget()
       // The database is away: retrying item by item would only wait again per item.
-      if (batch.length === 1 || isDbUnavailable(err)) { for (const i of batch) i.reject(err); return }
+      if ((batch.length === 1 && !stale) || isDbUnavailable(err)) { for (const i of batch) i.reject(err); return }
       this.stats.fallbacks++
       await this.oneByOne(batch)
       return

@@ -102,6 +102,8 @@ export const PROVIDER_POLICY = 'The provider refused this job under its content 
  */
 export class JobActor {
   timer: NodeJS.Timeout | null = null
+  /** A step due now (a callback's state, an answer that came) runs in the next check phase, not a timer's 1 ms later. */
+  private soon: NodeJS.Immediate | null = null
   /** Set while a submission is outstanding (a queued job's submit, or one that timed out at creation). */
   submitting: Promise<unknown> | null = null
   /** The provider's answer to `submitting`, noted when it arrives and persisted by tick(). */
@@ -212,7 +214,8 @@ export class JobActor {
     if (this.terminal) return
     // During a tick the request is kept and armed when the tick ends: ticks never overlap.
     if (this.running) { this.next = this.next === undefined ? delayMs : Math.min(this.next, delayMs); return }
-    if (this.timer) clearTimeout(this.timer)
+    if (this.timer) { clearTimeout(this.timer); this.timer = null }
+    if (this.soon) { clearImmediate(this.soon); this.soon = null }
     // A job a provider holds wakes up at its deadline, not only at the next poll.
     if (this.handle !== null || this.submitting || this.lost) {
       const until = this.row.deadline_at.getTime() - Date.now()
@@ -235,7 +238,8 @@ export class JobActor {
       }
       if (this.host.park(this, d)) return
     }
-    this.timer = setTimeout(this.fire, d)
+    if (d === 0) this.soon = setImmediate(this.fireSoon)
+    else this.timer = setTimeout(this.fire, d)
   }
 
   /** A young job's grace ended: its wait goes on, parked if it may (no closure per job). */
@@ -246,6 +250,7 @@ export class JobActor {
 
   /** The timer's callback (one function per job, not one per poll). */
   private readonly fire = (): void => { this.timer = null; this.run() }
+  private readonly fireSoon = (): void => { this.soon = null; this.run() }
 
   private run (): void {
     if (this.running || this.terminal) return
@@ -292,6 +297,7 @@ export class JobActor {
     this.settleWake()
     this.terminal = true
     if (this.timer) { clearTimeout(this.timer); this.timer = null }
+    if (this.soon) { clearImmediate(this.soon); this.soon = null }
     for (const r of this.routes) r.unwait(this.id)
     if (this.holdsSlot) { this.holdsSlot = false; this.route.release(this.id) }
   }

@@ -168,6 +168,53 @@ t.test('one completion statement: delivery ids shaped dlv_ + 16 base64url, one e
   t.equal(body.data.job.completed_at, at.toISOString())
 })
 
+t.test('completions of an account known to have no webhook carry no event; a webhook registered since fails the statement and the batch is written again with its events', async (t) => {
+  const a = await account(1000)
+  const b = await account(1000)
+  const gc = new GroupCommit(sql)
+  const rows = [row(a, 10), row(a, 10), row(b, 10), row(a, 10, { request: { webhook_url: 'https://hooks.example/own', webhook_secret: 'o' } }), row(a, 10), row(a, 10)]
+  await Promise.all(rows.map(r => gc.create(r)))
+  const at = new Date()
+  const complete = (r: JobRow) => gc.complete({ row: r, resultUrl: `https://files.example/${r.id}`, at })
+  const deliveries = async (r: JobRow) => (await sql<{ url: string; body: string }[]>`SELECT url, body FROM webhook_deliveries WHERE job_id = ${r.id} ORDER BY url`)
+  t.notOk(gc.hookless.has(a), 'unknown before its first completion: the event is built')
+  t.equal(await complete(rows[0]), true)
+  t.ok(gc.hookless.has(a), 'the statement said the account has no webhook')
+  // Known without webhooks: this one goes without its event (nothing to insert, nothing caught).
+  const fallbacks = gc.stats.fallbacks
+  t.equal(await complete(rows[1]), true)
+  t.equal(gc.stats.fallbacks, fallbacks, 'written in one statement')
+  t.same(await deliveries(rows[1]), [])
+  // The job's own webhook always gets its event, whatever the account has.
+  t.equal(await complete(rows[3]), true)
+  const own = await deliveries(rows[3])
+  t.same(own.map(d => d.url), ['https://hooks.example/own'])
+  t.equal(JSON.parse(own[0].body).data.job.status, 'completed')
+  // A webhook registered behind the shard's back (another node's API): the next completion of a
+  // sent without its event fails the statement; the batch (with b's completion) is written again.
+  await sql`INSERT INTO webhooks (account_id, url, secret, events) VALUES (${a}, 'https://hooks.example/late', 's', ${['job.completed']})`
+  t.same(await Promise.all([complete(rows[4]), complete(rows[2])]), [true, true])
+  t.equal(gc.stats.fallbacks, fallbacks + 1, 'the guard failed the first statement')
+  const late = await deliveries(rows[4])
+  t.same(late.map(d => d.url), ['https://hooks.example/late'], 'the event reached the new webhook')
+  t.equal(JSON.parse(late[0].body).data.job.id, rows[4].id)
+  t.equal(JSON.parse(late[0].body).data.job.result_url, `https://files.example/${rows[4].id}`)
+  t.notOk(gc.hookless.has(a), 'the account is known to have a webhook now')
+  // Alone in its batch the guard works too: a's webhook deleted, then b learnt, then b given one.
+  await sql`UPDATE webhooks SET deleted_at = now() WHERE account_id = ${a}`
+  t.equal(await complete(rows[5]), true)
+  t.ok(gc.hookless.has(a), 'learnt again: no webhook')
+  t.ok(gc.hookless.has(b))
+  const more = row(b, 10)
+  await gc.create(more)
+  await sql`INSERT INTO webhooks (account_id, url, secret, events) VALUES (${b}, 'https://hooks.example/b', 's', ${['job.completed']})`
+  t.equal(await complete(more), true)
+  t.equal(gc.stats.fallbacks, fallbacks + 2)
+  t.same((await deliveries(more)).map(d => d.url), ['https://hooks.example/b'])
+  const [j] = await sql<{ status: string }[]>`SELECT status FROM jobs WHERE id = ${more.id}`
+  t.equal(j.status, 'completed')
+})
+
 t.test('with hand-off, completions insert their outbox rows claimed for the lease and hand them over once committed; no pool is woken or can claim them', async (t) => {
   const hooked = await account(1000)
   await sql`INSERT INTO webhooks (account_id, url, secret, events) VALUES (${hooked}, 'https://hooks.example/h1', 'hs1', ${['job.completed']}),

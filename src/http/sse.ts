@@ -46,19 +46,30 @@ function framesOf (v: JobView, withStatus: boolean): Frames {
   return { text: Buffer.from(text), id: done ? id + 1 : id, done }
 }
 
+/** The heartbeat sweep's step: its period over 60, within 5-250 ms (250 ms for 15 s). */
+export function heartbeatTickMs (heartbeatMs: number): number {
+  return Math.min(250, Math.max(5, Math.floor(heartbeatMs / 60)))
+}
+
 /**
  * All SSE streams of this node: subscriptions by job, per-account counts for the tier caps,
- * one heartbeat sweep for every stream (SSE_HEARTBEAT_MS), fan-out of job events corked per
- * socket, backpressure with coalescing.
+ * a heartbeat for every stream each SSE_HEARTBEAT_MS (one sweep a period, written in slices),
+ * fan-out of job events corked per socket, backpressure with coalescing.
  */
 export class SseHub {
   private readonly byJob = new Map<string, Set<Stream>>()
   private readonly heartbeat: NodeJS.Timeout
+  private readonly tickMs: number
   private count = 0
+  /** The sweep in progress: where it is among the jobs and among the current job's streams. */
+  private sweep: Iterator<Set<Stream>> | null = null
+  private inSweep: Iterator<Stream> | null = null
+  private sweepAt = -Infinity
 
   /** `counts`: per-account open streams, shared by every front-end thread when there are several. */
-  constructor (heartbeatMs: number, private readonly counts: StreamCounts = new LocalStreamCounts()) {
-    this.heartbeat = setInterval(() => this.beat(), heartbeatMs)
+  constructor (private readonly heartbeatMs: number, private readonly counts: StreamCounts = new LocalStreamCounts()) {
+    this.tickMs = heartbeatTickMs(heartbeatMs)
+    this.heartbeat = setInterval(() => this.beat(), this.tickMs)
     this.heartbeat.unref()
   }
 
@@ -232,14 +243,39 @@ export class SseHub {
     this.counts.release(s.accountId, 1)
   }
 
+  /**
+   * One step of the heartbeat sweep (docs/decisions.md "SSE heartbeats written in slices"): the
+   * sweep visits every stream once a period, a step its share of the streams (count x tick /
+   * period), so 5,000 streams cost the thread ~1.5 ms every 250 ms instead of ~80 ms at once
+   * every 15 s, a stall every job event on the thread waited behind. A sweep starts one period
+   * after the last one started; the iterators see streams opened meanwhile (a new job's at the
+   * end of this sweep) and skip the closed ones.
+   */
   private beat (): void {
-    if (this.count === 0) return
-    const ts = new Date().toISOString()
-    for (const set of this.byJob.values()) {
-      for (const s of set) {
-        if (s.blocked) continue // a heartbeat never queues behind a slow reader
-        s.res.cork(() => { s.res.write(`id: ${s.lastId}\nevent: heartbeat\ndata: {"ts":"${ts}"}\n\n`) })
+    if (this.count === 0) { this.sweep = null; this.inSweep = null; return }
+    const now = Date.now()
+    let budget = Math.ceil(this.count * this.tickMs / this.heartbeatMs)
+    let ts: string | null = null
+    while (budget > 0) {
+      if (this.inSweep === null) {
+        if (this.sweep === null) {
+          if (now - this.sweepAt < this.heartbeatMs - this.tickMs) return
+          this.sweep = this.byJob.values()
+          this.sweepAt = now
+        }
+        const set = this.sweep.next()
+        if (set.done === true) { this.sweep = null; return }
+        this.inSweep = set.value.values()
       }
+      const next = this.inSweep.next()
+      if (next.done === true) { this.inSweep = null; continue }
+      const s = next.value
+      // A heartbeat never queues behind a slow reader, nor goes to a stream that ended.
+      if (s.blocked || s.closed) continue
+      ts ??= new Date(now).toISOString()
+      const text = `id: ${s.lastId}\nevent: heartbeat\ndata: {"ts":"${ts}"}\n\n`
+      s.res.cork(() => { s.res.write(text) })
+      budget--
     }
   }
 

@@ -4,9 +4,10 @@
 // slot of the account is released exactly once, whether the job's streams end together or not.
 import t from 'tap'
 import type { HttpResponse } from 'uWebSockets.js'
-import { SseHub, eventIdOf } from '../../src/http/sse.js'
+import { SseHub, eventIdOf, heartbeatTickMs } from '../../src/http/sse.js'
 import { LocalStreamCounts } from '../../src/http/front-ends/shared-limits.js'
 import type { JobView } from '../../src/jobs/view.js'
+import { settled } from '../helpers/wait.js'
 
 /** A stand-in for uWS's HttpResponse: records what is written, inside or outside a cork. */
 class FakeRes {
@@ -123,4 +124,58 @@ t.test('changes are written after the turn that published them, all of them, in 
   hub.publish({ ...view('processing', 1_800_000_000_300), id: 'job_nostreams' })
   await turn()
   t.equal(hub.size, 0)
+})
+
+t.test('heartbeats go out in slices: each step writes its share of the streams, every stream once a period, none to a stream that ended', async (t) => {
+  t.equal(heartbeatTickMs(15_000), 250, '15 s: a step every 250 ms')
+  t.equal(heartbeatTickMs(10), 5, 'never under 5 ms')
+  const period = 600
+  const tick = heartbeatTickMs(period)
+  t.equal(tick, 10)
+  const hub = new SseHub(period, new LocalStreamCounts())
+  t.teardown(() => hub.close())
+  // Each step's writes, counted around the hub's own step.
+  const h = hub as unknown as { beat: () => void }
+  const step = h.beat.bind(hub)
+  const perStep: number[] = []
+  let written = 0
+  h.beat = () => { const before = written; step(); if (written > before) perStep.push(written - before) }
+  const beats = new Map<FakeRes, number[]>()
+  const streams: FakeRes[] = []
+  // 120 streams over 60 jobs, two each.
+  for (let j = 0; j < 60; j++) {
+    const v = { ...view('processing', 1_800_000_000_000), id: `job_beat${j}` }
+    for (let k = 0; k < 2; k++) {
+      const r = new FakeRes()
+      const write = r.write.bind(r)
+      r.write = (b: string | Buffer) => {
+        if (String(b).includes('event: heartbeat')) {
+          if (r.ended) t.fail('a heartbeat after the end')
+          written++
+          beats.get(r)!.push(performance.now())
+        }
+        return write(b)
+      }
+      beats.set(r, [])
+      t.ok(hub.reserve(7, 1000))
+      r.cork(() => hub.open(r as unknown as HttpResponse, () => {}, {}, v, 7, 0))
+      streams.push(r)
+    }
+  }
+  // job_beat0 ends: its streams get no heartbeat after their end (also checked on every write).
+  hub.publish({ ...view('completed', 1_800_000_000_100), id: 'job_beat0' })
+  await turn()
+  t.ok(streams[0].ended && streams[1].ended)
+  const atEnd = beats.get(streams[0])!.length
+  const live = streams.slice(2)
+  await settled(() => live.every(r => beats.get(r)!.length >= 2), ok => ok, { timeoutMs: 20_000, everyMs: 20 })
+  t.equal(beats.get(streams[0])!.length, atEnd, 'no heartbeat to an ended stream')
+  const share = Math.ceil(118 * tick / period)
+  t.ok(perStep.every(n => n <= share), `no step wrote more than its share (${share}): ${Math.max(...perStep)}`)
+  for (const r of live) {
+    const b = beats.get(r)!
+    // Timers only ever fire late: a stream's next heartbeat is never sooner than a period less a step.
+    for (let i = 1; i < b.length; i++) if (b[i] - b[i - 1] < period - 2 * tick) t.fail(`heartbeats ${(b[i] - b[i - 1]).toFixed(0)} ms apart`)
+  }
+  t.pass('every live stream got a heartbeat each period')
 })

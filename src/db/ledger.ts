@@ -55,7 +55,7 @@ const HANDED_CLAIM = `now() + interval '${CLAIM_LEASE_S} seconds'`
  * node to hand to its delivery worker in memory (docs/architecture.md "Durability", the outbox).
  * `guarded` (completions): a job sent without its event (its account believed to have no
  * webhook, HooklessAccounts) whose account has one subscribed tries to insert a row without
- * event and body, and the NOT NULL columns fail the whole statement (StaleHookless): the event
+ * event and body, and the NOT NULL columns fail the whole statement (isStaleHookless): the event
  * is never lost, the batch is written again with every event built.
  */
 function insertOutboxFrom (from: string, event: 'job.completed' | 'job.failed', handed = false, guarded = false): string {
@@ -292,7 +292,7 @@ export interface BatchWritten { charged: Map<number, Balance>; completed: Set<st
  * committed (the completion statement says so for each job it completes): their completions
  * are written without the event's view and body (docs/decisions.md "Completion events built
  * only where a webhook may want them"). A webhook registered since is caught by the statement
- * itself (insertOutboxFrom's guard): the batch fails as StaleHookless, the caller forgets
+ * itself (insertOutboxFrom's guard): the batch fails (isStaleHookless), the caller forgets
  * what it knew and writes the batch again, every event built.
  */
 export class HooklessAccounts {

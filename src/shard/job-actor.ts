@@ -238,7 +238,7 @@ export class JobActor {
       }
       if (this.host.park(this, d)) return
     }
-    if (d === 0) this.soon = setImmediate(this.fireSoon)
+    if (d === 0) this.soon = setImmediate(this.fire)
     else this.timer = setTimeout(this.fire, d)
   }
 
@@ -248,9 +248,8 @@ export class JobActor {
     job.schedule(Math.max(0, job.parkFor - Date.now()))
   }
 
-  /** The timer's callback (one function per job, not one per poll). */
-  private readonly fire = (): void => { this.timer = null; this.run() }
-  private readonly fireSoon = (): void => { this.soon = null; this.run() }
+  /** The timer's or the immediate's callback (one function per job, not one per poll). */
+  private readonly fire = (): void => { this.timer = null; this.soon = null; this.run() }
 
   private run (): void {
     if (this.running || this.terminal) return

@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
 import { DIST, pinRunner, serverCpus } from './lib/children.js'
 import type { Metrics } from './lib/load.js'
-import { fdLimits, loadAvg, machine } from './lib/proc.js'
+import { fdLimits, fileCreateCost, loadAvg, machine } from './lib/proc.js'
 import { median, sleep, type BenchOptions, type Check, type Prepared, type Scenario, type Target } from './lib/scenario.js'
 import { DEFAULT_DATABASE_URL } from './lib/seed.js'
 import { scenario as models } from './models.js'
@@ -116,6 +116,8 @@ interface ScenarioResult {
   show?: string[]
   notes?: string[]
   raw?: Record<string, unknown>
+  /** What creating a small file cost as the scenario started (fileCreateCost): the disk's state, which result-storing scenarios depend on. */
+  fileCreate?: { cpuUs: number; wallUs: number }
 }
 
 /**
@@ -130,7 +132,8 @@ async function runScenario (s: Scenario, o: BenchOptions, hogCore: number | null
   let prepared: Prepared | null = null
   let hog: Hog | null = null
   try {
-    o.log(`[${label}] preparing`)
+    out.fileCreate = fileCreateCost()
+    o.log(`[${label}] preparing (creating a small file here costs ${out.fileCreate.cpuUs} µs of CPU${out.fileCreate.cpuUs > 100 ? ': a slow filesystem, see docs/benchmarks.md "What limits each figure"' : ''})`)
     const p = await s.prepare(o)
     if ('skip' in p) { out.skipped = p.skip; o.log(`[${label}] skipped: ${p.skip}`); return out }
     prepared = p
@@ -355,6 +358,8 @@ async function main (): Promise<void> {
   const t = table(results)
   process.stdout.write(`\nFRONTENDS=${frontends}${pinning ? `, BENCH_PIN: load generator on CPU ${pinning.loadGenerator}` : ''}\n` + t + '\n')
   for (const r of results) for (const n of r.notes ?? []) process.stdout.write(`- ${r.name}: ${n}\n`)
+  const fc = results.filter(r => r.fileCreate !== undefined).map(r => `${r.name} ${r.fileCreate!.cpuUs}`)
+  if (fc.length > 0) process.stdout.write(`- creating a small file where the data lives, µs of CPU, as each scenario started: ${fc.join(', ')}\n`)
   const doc = {
     started: started.toISOString(),
     finished: finished.toISOString(),

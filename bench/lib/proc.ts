@@ -4,7 +4,9 @@
  * not depend on the load generator's own ceiling (docs/benchmarks.md "Running").
  */
 import { execFileSync } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 
 let tickUs = 10_000
 try { tickUs = 1e6 / Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) } catch {}
@@ -95,4 +97,32 @@ export function machine (): Record<string, unknown> {
   const cores = (cpuinfo.match(/^processor\s*:/gm) ?? []).length
   const mem = /MemTotal:\s+(\d+) kB/.exec(readFileSync('/proc/meminfo', 'utf8'))?.[1]
   return { cores, cpuModel: model, memTotalMB: mem ? Math.round(Number(mem) / 1024) : null, node: process.version, platform: `${process.platform} ${process.arch}`, loadAvgAtStart: loadAvg(), fdLimit: fdLimits() }
+}
+
+/**
+ * What creating a small file costs on the filesystem the benchmark data lives on (the service
+ * and its baselines keep DATA_DIR under os.tmpdir()): `n` files of 2 KB written as local
+ * storage writes a result (open exclusive, write, close, rename into place), in µs of this
+ * thread's CPU (user + system) and of wall clock a file. The files are removed after.
+ * On ext4 without a journal this reads ~25 µs on a quiet disk and up to ~1,500 µs for the first
+ * thousands of files created after many were deleted (docs/benchmarks.md "What limits each
+ * figure"): a result-storing scenario (provider-*) reads slower then, whatever the service does.
+ */
+export function fileCreateCost (n = 400): { cpuUs: number; wallUs: number } {
+  const dir = mkdtempSync(join(tmpdir(), 'genjobs-bench-fsprobe-'))
+  const bytes = Buffer.alloc(2048, 7)
+  try {
+    const c0 = process.cpuUsage()
+    const w0 = performance.now()
+    for (let i = 0; i < n; i++) {
+      const tmp = join(dir, `${i}.tmp`)
+      const fd = openSync(tmp, 'wx')
+      try { writeSync(fd, bytes) } finally { closeSync(fd) }
+      renameSync(tmp, join(dir, `${i}.png`))
+    }
+    const c = process.cpuUsage(c0)
+    return { cpuUs: Math.round((c.user + c.system) / n), wallUs: Math.round((performance.now() - w0) * 1000 / n) }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
 }

@@ -57,6 +57,8 @@ export interface Services {
   metrics: Metrics
   /** The routing and adapters, in the main thread: callbacks are verified here. */
   providers: Providers
+  /** Set by this thread's front end when it starts to drain (src/http/server.ts close()). */
+  closing?: boolean
   /** Version string of this build (package.json). */
   version: string
 }

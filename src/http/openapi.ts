@@ -95,7 +95,8 @@ function withToon (content: Record<string, unknown>): Record<string, unknown> {
 const GENERIC: Record<string, string[]> = {
   public: [],
   key: ['AUTH_REQUIRED', 'INVALID_API_KEY', 'KEY_EXPIRED', 'TOKEN_MALFORMED', 'TOKEN_EXPIRED', 'TOKEN_INVALID', 'USER_NOT_FOUND', 'PASSWORD_CHANGED', 'ACCOUNT_BANNED', 'insufficient_scope', 'RATE_LIMIT_EXCEEDED'],
-  session: ['AUTH_REQUIRED', 'TOKEN_MALFORMED', 'TOKEN_EXPIRED', 'TOKEN_INVALID', 'USER_NOT_FOUND', 'PASSWORD_CHANGED', 'insufficient_scope', 'RATE_LIMIT_EXCEEDED'],
+  // An API key sent to a session route is checked first (then refused with insufficient_scope).
+  session: ['AUTH_REQUIRED', 'INVALID_API_KEY', 'KEY_EXPIRED', 'ACCOUNT_BANNED', 'TOKEN_MALFORMED', 'TOKEN_EXPIRED', 'TOKEN_INVALID', 'USER_NOT_FOUND', 'PASSWORD_CHANGED', 'insufficient_scope', 'RATE_LIMIT_EXCEEDED'],
   admin: ['AUTH_REQUIRED', 'TOKEN_INVALID'],
 }
 

@@ -120,6 +120,11 @@ export interface Route {
   security?: Array<Record<string, string[]>>
   /** Extra OpenAPI header parameters (Idempotency-Key, Last-Event-ID). */
   headers?: Array<Record<string, unknown>>
+  /**
+   * Still served while the front end drains (GET /v1/health answers 503 `degraded` then, so a
+   * load balancer probing it takes the node out); every other route answers 503 SERVICE_UNAVAILABLE.
+   */
+  servedWhileClosing?: boolean
   handler: (ctx: RouteContext) => Promise<Reply> | Reply
   /**
    * A public route whose answer never changes (the catalogue): compiled into the pipeline's

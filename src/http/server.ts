@@ -352,7 +352,7 @@ export class HttpServer {
     let query: URLSearchParams | undefined
     let ip: string | undefined
 
-    if (this.closing) {
+    if (this.closing && c.route.servedWhileClosing !== true) {
       this.fail(ex, new ApiError('SERVICE_UNAVAILABLE', 'Server is shutting down'))
       return
     }
@@ -432,7 +432,7 @@ export class HttpServer {
     }
     if (raw !== undefined) {
       const parsed = parseJson(raw, ctx.headers['content-type'])
-      ctx.body = c.body ? check(c.body, parsed ?? {}, 'body') : parsed
+      ctx.body = c.body ? check(c.body, parsed === undefined ? {} : parsed, 'body') : parsed
     }
     if (c.query) {
       const q: Record<string, string> = {}
@@ -657,14 +657,14 @@ export class HttpServer {
    * its way out: a worker thread may not exit with uWS sockets open, or Node aborts the process).
    */
   abort (): void {
-    this.closing = true
+    this.closing = this.services.closing = true
     if (this.listenSocket) { uWS.us_listen_socket_close(this.listenSocket); this.listenSocket = null }
     ;(this.app as unknown as { close?: () => void }).close?.()
   }
 
   /** Stops accepting connections and waits (up to `timeoutMs`) for requests in flight. */
   async close (timeoutMs = 10_000): Promise<void> {
-    this.closing = true
+    this.closing = this.services.closing = true
     if (this.listenSocket) { uWS.us_listen_socket_close(this.listenSocket); this.listenSocket = null }
     if (this.inFlight > 0) {
       await Promise.race([

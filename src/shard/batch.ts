@@ -11,7 +11,8 @@ export type BatchReq = Omit<ShardRequests['batch.create']['req'], 'items'> & {
 
 /**
  * POST /batch (docs/api.md "Batch (paid plans)"): items priced and charged individually, in order; the first 402
- * stops submission and later items are SKIPPED; other errors do not stop it. With an
+ * stops submission and later items are SKIPPED; other errors do not stop it, but a key already
+ * at its concurrency cap gets the whole batch refused (429 concurrency_limit_reached). With an
  * Idempotency-Key the whole answer is remembered and replayed.
  */
 export async function runBatch (a: AccountActor, req: BatchReq): Promise<BatchView> {
@@ -39,6 +40,7 @@ async function items (a: AccountActor, req: BatchReq): Promise<BatchView> {
   let estimated = 0
   let charged = 0
   let stop = false
+  let tried = 0
   for (const item of req.items) {
     if (item.spec) estimated += item.spec.credits
     if (stop) {
@@ -54,6 +56,7 @@ async function items (a: AccountActor, req: BatchReq): Promise<BatchView> {
     // the client key alphabet). If the shard dies mid-batch, the client's retry re-runs it and
     // the items already created replay instead of being charged a second time.
     const itemKey = req.idempotencyKey !== undefined ? `batch:${req.idempotencyKey}:${item.index}` : undefined
+    tried++
     try {
       const { created } = await a.createJob({
         accountId: req.accountId, keyId: req.keyId, maxConcurrent: req.maxConcurrent, spec: item.spec,
@@ -64,6 +67,10 @@ async function items (a: AccountActor, req: BatchReq): Promise<BatchView> {
       results.push({ index: item.index, type: item.type, status: 201, job: created })
     } catch (err) {
       const e = err instanceof ApiError ? err : new ApiError('INTERNAL_ERROR')
+      // The key was at its concurrency cap before the batch began (its first creation was
+      // refused for it): the whole request is a 429 with Retry-After, as on /generate/*
+      // (docs/api.md "Batch (paid plans)"). A cap reached partway answers per item.
+      if (e.code === 'concurrency_limit_reached' && tried === 1) throw e
       results.push({ index: item.index, type: item.type, status: e.status, error: e.toJSON() as BatchItemView['error'] })
       if (e.code === 'INSUFFICIENT_CREDITS') stop = true
       // A 504 created and charged its job (details.job_id): the totals must say so.

@@ -175,6 +175,32 @@ t.test('a trial video the provider fails is refunded and gives the free video ba
   assertError(t, more, 403, 'upgrade_required', 'but only one')
 })
 
+t.test('concurrency: POST /batch from a key already at its cap is refused whole (429 concurrency_limit_reached, Retry-After); a cap reached partway answers per item', async (t) => {
+  const s2 = limited
+  const u = await paidUser(s2, 1000)
+  const q1 = await s2.req('POST', '/v1/generate/image', { key: u.key, body: image('hold [sim:queue]') })
+  t.equal(q1.status, 201)
+  // One slot left: the first item takes it, the second is refused on its own.
+  const partway = await s2.req('POST', '/v1/batch', { key: u.key, body: { jobs: [{ type: 'image', ...image('one [sim:queue]') }, { type: 'image', ...image('two') }] } })
+  t.equal(partway.status, 200)
+  t.same(partway.body.results.map((r: any) => r.status), [201, 429])
+  t.equal(partway.body.results[1].error.code, 'concurrency_limit_reached')
+  t.equal(partway.body.credits_charged, 10)
+  // Now at the cap before the batch begins: the request is a 429, like /generate/*.
+  const whole = await s2.req('POST', '/v1/batch', { key: u.key, body: { jobs: [{ type: 'image', ...image('three') }] }, headers: { 'idempotency-key': 'batch-at-cap' } })
+  assertError(t, whole, 429, 'concurrency_limit_reached')
+  t.ok(Number(whole.headers.get('retry-after')) > 0, 'Retry-After')
+  t.ok(whole.headers.get('x-ratelimit-limit') !== null, 'X-RateLimit-* as on every answer')
+  const cr = await s2.req('GET', '/v1/credits', { key: u.key })
+  t.equal(cr.body.credits, 980, 'nothing charged for the refused batch')
+  // The refusal is not remembered under its Idempotency-Key: the retry, once a slot is free, runs.
+  t.equal((await s2.req('DELETE', `/v1/jobs/${q1.body.id}`, { key: u.key })).status, 200)
+  const retry = await s2.req('POST', '/v1/batch', { key: u.key, body: { jobs: [{ type: 'image', ...image('three') }] }, headers: { 'idempotency-key': 'batch-at-cap' } })
+  t.equal(retry.status, 200)
+  t.equal(retry.body.results[0].status, 201, 'the retry created its job')
+  for (const r of [...partway.body.results, ...retry.body.results]) if (r.job) await s2.req('DELETE', `/v1/jobs/${r.job.id}`, { key: u.key })
+})
+
 t.test('concurrency: the key with max_concurrent jobs in flight gets 429 concurrency_limit_reached, nothing charged', async (t) => {
   const s2 = limited
   const u = await paidUser(s2, 1000)
@@ -314,6 +340,24 @@ t.test('a voiceover that completes synchronously queues its job.completed webhoo
   t.match(byJob[voice.body.id], { event: 'job.completed', url: hook.webhook_url }, 'voiceover (synchronous): queued in the creating transaction')
   const [d] = await sql`SELECT body FROM webhook_deliveries WHERE job_id = ${voice.body.id}`
   t.match(JSON.parse(d.body), { type: 'job.completed', data: { job: { id: voice.body.id, status: 'completed', result_url: voice.body.result_url } } })
+})
+
+t.test('a generated webhook_secret comes once, in an answer no cache may store (Cache-Control: no-store); a replay does not repeat it', async (t) => {
+  const u = await paidUser(s, 500)
+  const mine = await gen(u, 'image', image('own secret', { webhook_url: 'http://127.0.0.1:9/hook', webhook_secret: 'a-secret-of-16-chars' }))
+  t.equal(mine.status, 201)
+  t.equal(mine.body.webhook_secret, undefined, 'the client\'s own secret is not echoed')
+  const made = await gen(u, 'image', image('made secret', { webhook_url: 'http://127.0.0.1:9/hook' }), { 'idempotency-key': 'gen-secret-1' })
+  t.equal(made.status, 201)
+  t.match(made.body.webhook_secret, /^[0-9a-f]{64}$/)
+  t.equal(made.headers.get('cache-control'), 'no-store')
+  const again = await gen(u, 'image', image('made secret', { webhook_url: 'http://127.0.0.1:9/hook' }), { 'idempotency-key': 'gen-secret-1' })
+  t.equal(again.status, 200)
+  t.equal(again.body.webhook_secret, undefined, 'a replay does not show it again')
+  const b = await s.req('POST', '/v1/batch', { key: u.key, body: { jobs: [{ type: 'image', ...image('batch secret', { webhook_url: 'http://127.0.0.1:9/hook' }) }] } })
+  t.equal(b.status, 200)
+  t.match(b.body.results[0].job.webhook_secret, /^[0-9a-f]{64}$/)
+  t.equal(b.headers.get('cache-control'), 'no-store', 'a batch answer with a generated secret too')
 })
 
 t.test('locked credits: 403 NOT_ELIGIBLE, nothing charged', async (t) => {

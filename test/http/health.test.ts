@@ -1,5 +1,7 @@
 // GET /v1/health (docs/api.md "Endpoints"): 200 ok, 503 degraded while PostgreSQL is unreachable, and
-// back to 200 by itself when it returns. PostgreSQL is cut off with a TCP proxy.
+// back to 200 by itself when it returns (PostgreSQL is cut off with a TCP proxy), and 503 degraded
+// while the node drains.
+import { connect } from 'node:net'
 import t from 'tap'
 import { ADMIN_DATABASE_URL, freshDatabase } from '../helpers/db.js'
 import { createUser, startServer, type TestServer } from '../helpers/server.js'
@@ -85,4 +87,59 @@ t.test('PostgreSQL unreachable: 503 degraded; reachable again: 200 ok without a 
   const [k] = await sql<any[]>`SELECT last_used_at FROM api_keys WHERE id = ${u.keyId}`
   t.ok(k.last_used_at instanceof Date && k.last_used_at.getTime() >= usedAt - 5, 'last_used_at includes the use during the outage')
   t.equal((await s.req('GET', '/v1/auth/me', { key: u.key })).status, 200)
+})
+
+/** A keep-alive connection: one request at a time, answered status and parsed body. */
+function keepAlive (port: number) {
+  const sock = connect(port, '127.0.0.1')
+  let buf = Buffer.alloc(0)
+  let want: ((r: { status: number; body: any }) => void) | null = null
+  let fail: ((e: Error) => void) | null = null
+  sock.on('close', () => fail?.(new Error('the connection closed before an answer')))
+  sock.on('data', (d: Buffer) => {
+    buf = Buffer.concat([buf, d])
+    const end = buf.indexOf('\r\n\r\n')
+    if (end < 0 || want === null) return
+    const head = buf.subarray(0, end).toString('latin1')
+    const len = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0)
+    if (buf.length < end + 4 + len) return
+    const text = buf.subarray(end + 4, end + 4 + len).toString('utf8')
+    buf = buf.subarray(end + 4 + len)
+    const w = want
+    want = null
+    w({ status: Number(head.slice(9, 12)), body: JSON.parse(text) })
+  })
+  return {
+    get: (path: string) => new Promise<{ status: number; body: any }>((resolve, reject) => {
+      want = resolve
+      fail = reject
+      sock.write(`GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`)
+    }),
+    close: () => sock.destroy(),
+  }
+}
+
+t.test('while the node drains: /v1/health answers 503 degraded with its body, other routes 503 SERVICE_UNAVAILABLE', async (t) => {
+  const s = await startServer(t)
+  const u = await createUser(s)
+  const port = Number(new URL(s.url).port)
+  const probe = keepAlive(port)
+  t.teardown(() => probe.close())
+  t.equal((await probe.get('/v1/health')).status, 200, 'healthy before')
+  // A request held in flight (its body not all sent) keeps the node draining.
+  const held = connect(port, '127.0.0.1')
+  t.teardown(() => held.destroy())
+  await new Promise<void>(resolve => held.once('connect', () => resolve()))
+  held.write(`POST /v1/auth/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${u.jwt}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{`)
+  // A round trip on the other connection: the held request's head, written first, was read by then.
+  t.equal((await probe.get('/v1/health')).status, 200, 'still healthy with a request in flight')
+  const closing = s.app.close()
+  const h = await waitFor(async () => { const r = await probe.get('/v1/health'); return r.status === 503 && r }, { what: 'health to answer 503 while draining', everyMs: 20 })
+  assertShape(t, h.body, 'degraded')
+  t.equal(h.body.checks.database, 'ok', 'the database is still up: the node is leaving')
+  const other = await probe.get('/v1/models')
+  t.equal(other.status, 503)
+  t.equal(other.body.code, 'SERVICE_UNAVAILABLE')
+  held.write('}')
+  await closing
 })

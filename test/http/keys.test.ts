@@ -280,3 +280,22 @@ t.test('last_used_at is null until the key is used, then set (flushed by meterin
   const [row2] = await settled(() => s.app.services.sql<any[]>`SELECT last_used_at FROM api_keys WHERE id = ${v.keyId}`, ([r]) => r.last_used_at !== null, { timeoutMs: 3000, everyMs: 50 })
   t.ok(row2.last_used_at instanceof Date, `flushed by the timer (seen after ${Date.now() - started} ms)`)
 })
+
+t.test('rotate: an account that may not create keys gets no new secret either (403 NOT_ELIGIBLE); the old secret is kept', async (t) => {
+  const u = await createUser(s)
+  t.equal((await s.req('PATCH', `/v1/admin/accounts/${u.id}`, { admin: true, body: { credits_locked: true } })).status, 200)
+  const r = await s.req('POST', `/v1/auth/keys/${u.keyId}/rotate`, { jwt: u.jwt })
+  assertError(t, r, 403, 'NOT_ELIGIBLE', 'credits locked')
+  t.same(r.body.reasons, ['credits_locked'])
+  t.equal(r.body.key, undefined, 'no secret in the answer')
+  t.equal((await s.req('PATCH', `/v1/admin/accounts/${u.id}`, { admin: true, body: { credits_locked: false } })).status, 200)
+  t.equal((await s.req('GET', '/v1/auth/me', { key: u.key })).status, 200, 'the old secret still works')
+  t.equal((await s.req('POST', `/v1/auth/keys/${u.keyId}/rotate`, { jwt: u.jwt })).status, 200, 'eligible again: rotated')
+})
+
+t.test('a JSON body of null is not an object: 400 VALIDATION_ERROR, no key created', async (t) => {
+  const u = await createUser(s)
+  const r = await s.req('POST', '/v1/auth/keys', { jwt: u.jwt, raw: 'null', headers: { 'content-type': 'application/json' } })
+  assertError(t, r, 400, 'VALIDATION_ERROR')
+  t.equal((await s.req('GET', '/v1/auth/keys', { jwt: u.jwt })).body.total, 1, 'still the one key')
+})

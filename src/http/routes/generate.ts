@@ -16,6 +16,7 @@ import type { ShardMsg } from '../../shard/protocol.js'
 import { PRICING_URL } from '../../catalog/pricing.js'
 import type { Route, RouteContext } from '../route.js'
 import { ErrorEnvelope } from '../openapi.js'
+import { NO_STORE } from '../respond.js'
 import { checkWebhookDestination } from './webhooks.js'
 
 const IDEMPOTENCY_HEADER = {
@@ -110,7 +111,9 @@ async function create (ctx: RouteContext, validate: (body: unknown, o: ValidateO
   if (!r.replayed) ctx.meter.credits = r.created.credits_charged
   if (!r.replayed) ctx.services.metrics.jobCreated(spec.type, spec.model)
   const generated = !r.replayed && ctx.body && typeof ctx.body === 'object' && (ctx.body as Record<string, unknown>).webhook_secret === undefined && spec.request.webhook_url
-  return { status: r.replayed ? 200 : 201, body: generated ? { ...r.created, webhook_secret: spec.request.webhook_secret } : r.created }
+  if (!generated) return { status: r.replayed ? 200 : 201, body: r.created }
+  // An answer that carries a secret is never stored by a cache (docs/api.md "Webhooks").
+  return { status: 201, headers: NO_STORE, body: { ...r.created, webhook_secret: spec.request.webhook_secret } }
 }
 
 function createRoute (
@@ -204,7 +207,7 @@ export const routes: Route[] = [
         for (const r of view.results) if (r.job && r.type) ctx.services.metrics.jobCreated(r.type, r.job.model)
         for (const r of view.results) if (r.job && generated.has(r.index)) r.job = { ...r.job, webhook_secret: generated.get(r.index) }
       }
-      return { status: 200, body: view }
+      return { status: 200, ...(!view.replayed && generated.size > 0 ? { headers: NO_STORE } : {}), body: view }
     },
   },
 ]

@@ -62,6 +62,20 @@ function withSecret (row: KeyRow, key: string, a: AccountFlags, message: string)
   }
 }
 
+/**
+ * SPEC 5.2: a key is created (or given a new secret) only for a verified, unbanned account whose
+ * credits are not locked; otherwise 403 NOT_ELIGIBLE with every reason.
+ */
+function mayHoldKeys (a: AccountFlags, what: 'create' | 'rotate'): void {
+  const reasons: string[] = []
+  if (!a.emailVerified) reasons.push('email_unverified')
+  if (a.banned) reasons.push('account_banned')
+  if (a.creditsLocked) reasons.push('credits_locked')
+  if (reasons.length > 0) {
+    throw new ApiError('NOT_ELIGIBLE', `This account cannot ${what} API keys: ${reasons.join(', ')}`, { reason: reasons[0], reasons })
+  }
+}
+
 /** API key management (docs/api.md "Accounts, sessions and keys"): dashboard session only; an API key gets 403 insufficient_scope. */
 export const routes: Route[] = [
   {
@@ -75,13 +89,7 @@ export const routes: Route[] = [
     async handler (ctx) {
       const b = ctx.body as Static<typeof CreateKey>
       const a = await accountOf(ctx)
-      const reasons: string[] = []
-      if (!a.emailVerified) reasons.push('email_unverified')
-      if (a.banned) reasons.push('account_banned')
-      if (a.creditsLocked) reasons.push('credits_locked')
-      if (reasons.length > 0) {
-        throw new ApiError('NOT_ELIGIBLE', `This account cannot create API keys: ${reasons.join(', ')}`, { reason: reasons[0], reasons })
-      }
+      mayHoldKeys(a, 'create')
       const k = generateKey()
       const expiresAt = b.expires_in_days !== undefined ? new Date(Date.now() + b.expires_in_days * 86400_000) : null
       const row = await insertKey(ctx.services.sql, { accountId: a.id, hash: k.hash, prefix: k.prefix, name: b.name ?? null, expiresAt })
@@ -121,11 +129,13 @@ export const routes: Route[] = [
     auth: 'session',
     summary: 'Rotate a key: a new secret is returned once and the old one stops working at once',
     tag: 'API keys',
-    errors: ['INVALID_PARAM', 'KEY_NOT_FOUND', 'KEY_REVOKED'],
+    errors: ['INVALID_PARAM', 'NOT_ELIGIBLE', 'KEY_NOT_FOUND', 'KEY_REVOKED'],
     schema: { params: KeyIdParams, response: { 200: ApiKeyWithSecret } },
     async handler (ctx) {
       const id = intParam(ctx.params.keyId, 'keyId')
       const a = await accountOf(ctx)
+      // A new secret is a new credential: the account must be one that may create keys.
+      mayHoldKeys(a, 'rotate')
       const k = generateKey()
       const r = await rotateKey(ctx.services.sql, a.id, id, k.hash, k.prefix)
       if (r === 'not_found') throw new ApiError('KEY_NOT_FOUND')

@@ -87,11 +87,14 @@ export function systemRoutes (openapi: () => unknown): Route[] {
       method: 'GET',
       path: '/v1/health',
       auth: 'public',
-      summary: 'Service health; 503 with status degraded when PostgreSQL is unreachable',
+      summary: 'Service health; 503 with status degraded when PostgreSQL is unreachable or the node is shutting down',
       tag: 'System',
       schema: { response: { 200: Health, 503: Health } },
+      servedWhileClosing: true,
       async handler (ctx) {
-        const ok = await databaseUp(ctx.services)
+        const up = await databaseUp(ctx.services)
+        // A draining node is not healthy whatever its database says: a load balancer takes it out.
+        const ok = up && ctx.services.closing !== true
         return {
           status: ok ? 200 : 503,
           headers: { 'Cache-Control': 'no-store' },
@@ -100,7 +103,7 @@ export function systemRoutes (openapi: () => unknown): Route[] {
             service: 'genjobs',
             version: ctx.services.version,
             timestamp: new Date().toISOString(),
-            checks: { database: ok ? 'ok' : 'unreachable' },
+            checks: { database: up ? 'ok' : 'unreachable' },
           },
         }
       },

@@ -183,7 +183,7 @@ export const Job = Type.Object({
   status: JobStatus,
   type: StringEnum(JOB_TYPES),
   model: Type.String(),
-  prompt: Type.Optional(Nullable(Type.String())),
+  prompt: Type.Optional(Type.String({ description: 'Absent for a job created without one (a frames-only video, lip sync, instrumental music)' })),
   progress: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
   credits_charged: Type.Optional(Type.Integer()),
   credits_refunded: Type.Optional(Type.Integer()),

@@ -30,7 +30,8 @@ export function serialize (body: unknown, format: Format, cacheable: boolean): B
 }
 
 function serializeNow (body: unknown, format: Format): Buffer {
-  if (format === 'toon') return Buffer.from(toonEncode(body as Parameters<typeof toonEncode>[0]))
+  // TOON writes an absent (undefined) field as null; the JSON round trip leaves it out, as JSON does.
+  if (format === 'toon') return Buffer.from(toonEncode(JSON.parse(JSON.stringify(body)) as Parameters<typeof toonEncode>[0]))
   return Buffer.from(JSON.stringify(body))
 }
 

@@ -72,7 +72,7 @@ export const JOB_CACHE_MB = 256
 export function entryBytes (v: JobView): number {
   let n = 1024
   for (const s of [v.prompt, v.result_url, v.error_message]) {
-    if (s === null) continue
+    if (s === null || s === undefined) continue
     n += s.length * (/[^\u0000-\u00ff]/.test(s) ? 2 : 1) + Buffer.byteLength(s, 'utf8')
   }
   return n

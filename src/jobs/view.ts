@@ -13,7 +13,8 @@ export interface JobView {
   status: JobStatus
   type: JobType
   model: string
-  prompt: string | null
+  /** Absent (undefined, left out of the JSON) for a job created without one: SPEC types it a string. */
+  prompt: string | undefined
   progress: number
   credits_charged: number
   credits_refunded: number
@@ -77,7 +78,7 @@ export function viewOf (r: JobRow): JobView {
     status: r.status,
     type: r.type,
     model: r.model,
-    prompt: r.prompt,
+    prompt: r.prompt ?? undefined,
     progress: r.progress,
     credits_charged: r.credits_charged,
     credits_refunded: r.credits_refunded,

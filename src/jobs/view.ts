@@ -13,7 +13,7 @@ export interface JobView {
   status: JobStatus
   type: JobType
   model: string
-  /** Absent (undefined, left out of the JSON) for a job created without one: SPEC types it a string. */
+  /** Absent (undefined, left out of the JSON) for a job created without one (docs/decisions.md "A job without a prompt has no `prompt` field"). */
   prompt: string | undefined
   progress: number
   credits_charged: number

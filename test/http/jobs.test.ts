@@ -220,7 +220,7 @@ t.test('DELETE of a submitted or completed job is 409 CANNOT_CANCEL; of another 
   t.equal(await balance(s, u), 2000 - running.body.credits_charged - 10)
 })
 
-t.test('a job created without a prompt has no prompt field (SPEC types it a string): GET, the listing and TOON alike', async (t) => {
+t.test('a job created without a prompt has no prompt field (it is typed a string): GET, the listing and TOON alike', async (t) => {
   const u = await paidUser(s, 1000)
   const r = await s.req('POST', '/v1/generate/video', { key: u.key, body: { model: 'seedance-2', image_url: 'https://example.com/first.png' } })
   t.equal(r.status, 201, r.text)

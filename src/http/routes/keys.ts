@@ -63,8 +63,8 @@ function withSecret (row: KeyRow, key: string, a: AccountFlags, message: string)
 }
 
 /**
- * SPEC 5.2: a key is created (or given a new secret) only for a verified, unbanned account whose
- * credits are not locked; otherwise 403 NOT_ELIGIBLE with every reason.
+ * A key is created (or given a new secret) only for a verified, unbanned account whose credits
+ * are not locked (docs/api.md "Accounts, sessions and keys"); otherwise 403 NOT_ELIGIBLE with every reason.
  */
 function mayHoldKeys (a: AccountFlags, what: 'create' | 'rotate'): void {
   const reasons: string[] = []

@@ -65,6 +65,17 @@ export const hashEntryBytes = (key: string, hash: string): number => CHURN + 200
  * least recently (re)loaded out first: an entry in use is reloaded, and so re-inserted as most
  * recent, at least every ttlMs / 2, so the order is LRU to within that interval.
  */
+/**
+ * 403 insufficient_scope for a credential that is valid: the caller is known, so the refusal
+ * counts in its rate window and carries its X-RateLimit-* headers like any answer to it
+ * (docs/api.md "Accounts, sessions and keys").
+ */
+export class ScopeRefused extends ApiError {
+  constructor (readonly caller: Caller, message: string, requiredScope: Scope | 'session') {
+    super('insufficient_scope', message, { required_scope: requiredScope })
+  }
+}
+
 export class Authenticator {
   private readonly keys: ByteLru<string, Cached<KeyRecord | null>>
   private readonly accounts: ByteLru<number, Cached<AccountFlags | null>>
@@ -256,7 +267,8 @@ export class Authenticator {
   }
 
   /**
-   * Authenticates a request for `route` and checks its scope. Credentials come from
+   * Authenticates a request for `route` and checks its scope (a valid credential without it:
+   * ScopeRefused, which names the caller). Credentials come from
    * X-API-Key or Authorization: Bearer; `?api_key=` is always refused (docs/api.md "Accounts, sessions and keys").
    */
   async authenticate (route: Route, headers: Record<string, string>, query: URLSearchParams): Promise<Caller> {
@@ -283,15 +295,11 @@ export class Authenticator {
     let caller: Caller
     if (keyCandidate !== undefined) {
       caller = await this.fromKey(keyCandidate)
-      if (route.auth === 'session') {
-        throw new ApiError('insufficient_scope', 'API key management needs a dashboard session (JWT), not an API key', { required_scope: 'session' })
-      }
+      if (route.auth === 'session') throw new ScopeRefused(caller, 'API key management needs a dashboard session (JWT), not an API key', 'session')
     } else {
       caller = await this.fromSession(jwt!, route.auth !== 'session')
     }
-    if (route.scope !== undefined && !caller.scopes.includes(route.scope)) {
-      throw new ApiError('insufficient_scope', `This route needs the ${route.scope} scope`, { required_scope: route.scope })
-    }
+    if (route.scope !== undefined && !caller.scopes.includes(route.scope)) throw new ScopeRefused(caller, `This route needs the ${route.scope} scope`, route.scope)
     return caller
   }
 

@@ -10,6 +10,7 @@ import { containEscaped } from '../escaped.js'
 import { CONTENT_TYPE, negotiate, serialize, writeResponse, type Format } from './respond.js'
 import type { Caller, Reply, Route, RouteContext } from './route.js'
 import { check, compileBody, compileQuery } from './validate.js'
+import { ScopeRefused } from './auth.js'
 import { HEADER_NAMES, headerBlock, IdDigits, MAX_TAIL, REQUEST_ID_HEADER } from './fast-headers.js'
 
 /** Retry-After (seconds) on every 500 and 503 without a more specific one. */
@@ -423,7 +424,13 @@ export class HttpServer {
       let caller = route.auth === 'key' && noQuery ? auth.fastCaller(route, h['x-api-key'] ?? '', h['x-api-key'] ? '' : h.authorization ?? '') : undefined
       if (caller === undefined) {
         const authenticating = auth.authenticate(route, h, ctx.query)
-        caller = c.guarded ? await health.guard(authenticating) : await authenticating
+        try {
+          caller = c.guarded ? await health.guard(authenticating) : await authenticating
+        } catch (err) {
+          // A known caller refused for its scope: counted in its window, its headers on the 403.
+          if (err instanceof ScopeRefused) { ex.caller = err.caller; await this.rate(ex, err.caller, Date.now()) }
+          throw err
+        }
       }
       ex.caller = caller
       ctx.caller = caller

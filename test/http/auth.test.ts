@@ -284,6 +284,11 @@ t.test('an API key on a key-management route answers 403 insufficient_scope', as
   const r = await s.req('GET', '/v1/auth/keys', { key: u.key })
   assertError(t, r, 403, 'insufficient_scope')
   t.type(r.body.required_scope, 'string')
+  // The key is valid: the refusal counts in its window and says so, like any answer to it.
+  const limit = Number(r.headers.get('x-ratelimit-limit'))
+  t.ok(limit > 0, 'X-RateLimit-Limit on the 403')
+  const next = await s.req('GET', '/v1/auth/keys', { key: u.key })
+  t.equal(Number(next.headers.get('x-ratelimit-remaining')), Number(r.headers.get('x-ratelimit-remaining')) - 1, 'and the refused request was counted')
 })
 
 t.test('a key without a route\'s scope answers 403 insufficient_scope naming required_scope', async (t) => {
@@ -306,5 +311,6 @@ t.test('a key without a route\'s scope answers 403 insufficient_scope naming req
   const r = await s.req('GET', '/v1/jobs', { key: u.key })
   assertError(t, r, 403, 'insufficient_scope', 'GET /v1/jobs (scope read) over HTTP')
   t.equal(r.body.required_scope, 'read')
+  t.ok(r.headers.get('x-ratelimit-limit') !== null && r.headers.get('x-ratelimit-remaining') !== null, 'X-RateLimit-* on the 403')
   t.equal((await s.req('GET', '/v1/jobs', { jwt: u.jwt })).status, 200, 'a dashboard session has every scope')
 })

@@ -76,6 +76,16 @@ export class ScopeRefused extends ApiError {
   }
 }
 
+/**
+ * Throws INVALID_API_KEY when the query string carries a credential (`?api_key=` and the like),
+ * on every route, public ones included: a key in a URL ends up in logs (docs/api.md "Accounts,
+ * sessions and keys").
+ */
+export function refuseQueryCredential (query: URLSearchParams): void {
+  const inQuery = queryCredential(query)
+  if (inQuery !== null) throw new ApiError('INVALID_API_KEY', `API keys in the query string (?${inQuery}=) are never accepted: a URL ends up in logs; send X-API-Key or Authorization: Bearer`)
+}
+
 export class Authenticator {
   private readonly keys: ByteLru<string, Cached<KeyRecord | null>>
   private readonly accounts: ByteLru<number, Cached<AccountFlags | null>>
@@ -272,8 +282,7 @@ export class Authenticator {
    * X-API-Key or Authorization: Bearer; `?api_key=` is always refused (docs/api.md "Accounts, sessions and keys").
    */
   async authenticate (route: Route, headers: Record<string, string>, query: URLSearchParams): Promise<Caller> {
-    const inQuery = queryCredential(query)
-    if (inQuery !== null) throw new ApiError('INVALID_API_KEY', `API keys in the query string (?${inQuery}=) are never accepted: a URL ends up in logs; send X-API-Key or Authorization: Bearer`)
+    refuseQueryCredential(query)
     if (route.auth === 'admin') return this.checkAdmin(headers.authorization)
 
     const apiKeyHeader = headers['x-api-key']

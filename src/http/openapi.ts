@@ -177,7 +177,8 @@ function readsJsonBody (r: Route): boolean {
 
 /** Every error code a route can answer: its own plus those of its credential, body, query and path. */
 export function routeErrorCodes (r: Route): string[] {
-  const codes = new Set([...(GENERIC[r.auth] ?? []), ...(r.errors ?? []), 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE'])
+  // A credential in the query string (`?api_key=`) is refused on every route (src/http/auth.ts).
+  const codes = new Set([...(GENERIC[r.auth] ?? []), ...(r.errors ?? []), 'INVALID_API_KEY', 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE'])
   if (r.schema?.body || r.schema?.query) codes.add('VALIDATION_ERROR')
   if (readsJsonBody(r)) {
     // Any body is parsed (malformed JSON is a 400) and capped, and a non-JSON Content-Type is refused.

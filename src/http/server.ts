@@ -10,7 +10,7 @@ import { containEscaped } from '../escaped.js'
 import { CONTENT_TYPE, negotiate, serialize, writeResponse, type Format } from './respond.js'
 import type { Caller, Reply, Route, RouteContext } from './route.js'
 import { check, compileBody, compileQuery } from './validate.js'
-import { ScopeRefused } from './auth.js'
+import { refuseQueryCredential, ScopeRefused } from './auth.js'
 import { HEADER_NAMES, headerBlock, IdDigits, MAX_TAIL, REQUEST_ID_HEADER } from './fast-headers.js'
 
 /** Retry-After (seconds) on every 500 and 503 without a more specific one. */
@@ -287,7 +287,8 @@ export class HttpServer {
   private fromMemory (c: Compiled, ex: Exchange, req: HttpRequest): boolean {
     const k = c.constant
     if (k !== null) {
-      if (req.getHeader(H_IF_NONE_MATCH) !== '') return false
+      // A query string (`?api_key=` among them) is the full pipeline's to answer.
+      if (req.getHeader(H_IF_NONE_MATCH) !== '' || req.getQuery()) return false
       const a = ex.format === 'toon' ? k.toon : k.json
       this.writeFromMemory(ex, a.payload, a.tail)
       this.record(ex, 200, true)
@@ -416,6 +417,7 @@ export class HttpServer {
     // While PostgreSQL is away a request waits a bounded time, then 503 (streaming
     // routes and /health answer for themselves).
     const health = this.services.dbHealth
+    if (!c.authenticates && !noQuery) refuseQueryCredential(ctx.query)
     if (c.authenticates) {
       // A cached, valid API key is answered from memory (no hash, no promise; the same checks
       // as the answers from memory); anything else, `?api_key=` included, goes through authenticate.

@@ -279,6 +279,20 @@ t.test('?api_key= is always 401, even carrying a valid key, and even with a vali
   t.equal((await s.req('GET', '/v1/auth/me', { key: u.key })).status, 200, 'the key itself still works')
 })
 
+t.test('?api_key= is 401 on public routes too, the constant answers included', async (t) => {
+  const u = await createUser(s)
+  for (const path of ['/v1/models', '/v1/credits/pricing', '/v1/health', '/v1/openapi.json', '/v1', '/v1/docs']) {
+    assertError(t, await s.req('GET', `${path}?api_key=${u.key}`), 401, 'INVALID_API_KEY', `${path}?api_key=<valid key>`)
+    assertError(t, await s.req('GET', `${path}?api_key=garbage`), 401, 'INVALID_API_KEY', `${path}?api_key=garbage`)
+  }
+  assertError(t, await s.req('POST', `/v1/auth/login?api_key=${u.key}`, { body: { email: u.email, password: 'x' } }), 401, 'INVALID_API_KEY', 'login')
+  // Any other query string is served as before (here from the full pipeline, not from memory).
+  const plain = await s.req('GET', '/v1/models')
+  const other = await s.req('GET', '/v1/models?lang=en')
+  t.equal(other.status, 200)
+  t.same(other.body, plain.body, 'the same catalogue')
+})
+
 t.test('an API key on a key-management route answers 403 insufficient_scope', async (t) => {
   const u = await createUser(s)
   const r = await s.req('GET', '/v1/auth/keys', { key: u.key })

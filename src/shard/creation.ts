@@ -251,7 +251,10 @@ export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id:
   if (handle !== null && spec.model === 'voiceover' && on.provider.simulated) {
     try {
       const st = await on.provider.status(handle, pj)
-      if (st.state === 'succeeded' && st.outputs.length) Object.assign(row, { status: 'completed', progress: 100, result_url: st.outputs[0], completed_at: new Date() })
+      if (st.state === 'succeeded' && st.outputs.length) {
+        const at = new Date()
+        Object.assign(row, { status: 'completed', progress: 100, result_url: st.outputs[0], updated_at: at, completed_at: at })
+      }
     } catch (err) { a.log('voiceover status failed; completing asynchronously', { job: id, err: String(err) }) }
   }
 

@@ -2,10 +2,11 @@
 import t from 'tap'
 import { assertError } from '../helpers/assert.js'
 import { startServer } from '../helpers/server.js'
-import { balance, FAST_ENV, fetchResult, image, paidUser, pollJob, video } from '../helpers/jobs.js'
+import { balance, dbOf, FAST_ENV, fetchResult, image, paidUser, pollJob, video } from '../helpers/jobs.js'
 import { sleep } from '../helpers/wait.js'
 
 const s = await startServer(t, FAST_ENV)
+const sql = dbOf(t, s)
 const ISO = (v: unknown) => typeof v === 'string' && new Date(v).toISOString() === v
 
 t.test('GET /v1/jobs lists the caller\'s jobs newest first in {data, total, limit, offset, has_more}, with filters', async (t) => {
@@ -237,4 +238,20 @@ t.test('a job created without a prompt has no prompt field (it is typed a string
   t.notMatch(toon.text, /prompt/, 'TOON leaves it out too, not null')
   const withPrompt = await s.req('POST', '/v1/generate/image', { key: u.key, body: image('a pear') })
   t.equal((await s.req('GET', `/v1/jobs/${withPrompt.body.id}`, { key: u.key })).body.prompt, 'a pear')
+})
+
+t.test('a voiceover, completed as it is created: updated_at is its completed_at, the same from GET, the listing and the database', async (t) => {
+  const u = await paidUser(s, 1000)
+  for (let i = 0; i < 3; i++) {
+    const r = await s.req('POST', '/v1/generate/audio', { key: u.key, body: { model: 'voiceover', text: `hello ${i}`, voice_id: 'v1' } })
+    t.equal(r.status, 201, r.text)
+    const one = (await s.req('GET', `/v1/jobs/${r.body.id}`, { key: u.key })).body
+    t.equal(one.status, 'completed')
+    t.equal(one.updated_at, one.completed_at, 'GET /v1/jobs/{id}: updated_at is completed_at')
+    const item = (await s.req('GET', '/v1/jobs?model=voiceover&limit=1', { key: u.key })).body.data[0]
+    t.equal(item.id, r.body.id)
+    t.equal(item.updated_at, one.updated_at, 'the listing says the same')
+    const [row] = await sql<Array<{ updated_at: Date }>>`SELECT updated_at FROM jobs WHERE id = ${r.body.id}`
+    t.equal(row.updated_at.toISOString(), one.updated_at, 'as does the row')
+  }
 })

@@ -12,9 +12,29 @@ export function statusLine (status: number): string {
 
 export type Format = 'json' | 'toon'
 
-/** Content negotiation (docs/api.md "TOON"): TOON only when the client asks for it. */
+const MENTIONS_TOON = /toon/i
+
+/**
+ * Content negotiation (docs/api.md "TOON"): TOON only when the client asks for it, that is when
+ * `application/toon` (any case) is in Accept with a q above 0 and at least the q of JSON
+ * (`application/json`, `application/*`, `*\/*`). An Accept that never mentions it costs one scan.
+ */
 export function negotiate (accept: string | undefined): Format {
-  return accept !== undefined && accept.includes('application/toon') ? 'toon' : 'json'
+  if (accept === undefined || accept === '' || !MENTIONS_TOON.test(accept)) return 'json'
+  let toon = 0
+  let json = 0
+  for (const range of accept.split(',')) {
+    const parts = range.split(';')
+    const type = parts[0].trim().toLowerCase()
+    let q = 1
+    for (let i = 1; i < parts.length; i++) {
+      const [k, v] = parts[i].split('=')
+      if (k.trim().toLowerCase() === 'q') { const n = Number(v); q = Number.isFinite(n) ? Math.min(Math.max(n, 0), 1) : 0 }
+    }
+    if (type === 'application/toon') toon = Math.max(toon, q)
+    else if (type === 'application/json' || type === 'application/*' || type === '*/*') json = Math.max(json, q)
+  }
+  return toon > 0 && toon >= json ? 'toon' : 'json'
 }
 
 /** Serialisations of bodies returned repeatedly by identity (catalogue, pricing). */

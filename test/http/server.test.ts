@@ -140,6 +140,14 @@ t.test('Accept: application/toon answers TOON with X-TOON-Dict, errors included'
   t.equal(auth.status, 401)
   t.equal(auth.headers.get('x-toon-dict'), 'none')
   t.equal((toonDecode(auth.text) as any).code, 'AUTH_REQUIRED')
+
+  // Media types compare without regard to case; a q of 0 refuses TOON (src/http/respond.ts negotiate).
+  const upper = await s.req('GET', '/v1/health', { headers: { accept: 'APPLICATION/TOON' } })
+  t.match(upper.headers.get('content-type'), /application\/toon/, 'APPLICATION/TOON')
+  t.equal(upper.headers.get('x-toon-dict'), 'none')
+  const refused = await s.req('GET', '/v1/health', { headers: { accept: 'application/toon;q=0, application/json' } })
+  t.match(refused.headers.get('content-type'), /application\/json/, 'q=0: JSON')
+  t.equal(refused.headers.get('x-toon-dict'), null)
 })
 
 t.test('GET /v1/health reports the database check', async (t) => {

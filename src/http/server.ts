@@ -55,6 +55,11 @@ interface Compiled {
   readsBody: boolean
   /** Stage "authenticate": every route but `public` ones. */
   authenticates: boolean
+  /**
+   * A public route that does not authenticate in its handler: a credential in its query string
+   * is refused before the handler runs (one that authenticates itself, SSE, refuses it there).
+   */
+  refusesQueryKeys: boolean
   /** Waits for PostgreSQL a bounded time, then 503, while it is away (not streams nor /v1/health). */
   guarded: boolean
   /** Stage "answer from memory", variant 1: the precomputed answer of a `constant` route, per format. */
@@ -162,6 +167,7 @@ export class HttpServer {
       query: route.schema?.query ? compileQuery(route.schema.query) : undefined,
       readsBody: BODY_METHODS.has(route.method),
       authenticates: route.auth !== 'public',
+      refusesQueryKeys: route.auth === 'public' && route.errors?.includes('AUTH_REQUIRED') !== true,
       guarded: route.rawBody !== true && route.path !== '/v1/health',
       constant: null,
       cached: route.fast !== undefined && route.method === 'GET' && route.auth === 'key',
@@ -417,7 +423,7 @@ export class HttpServer {
     // While PostgreSQL is away a request waits a bounded time, then 503 (streaming
     // routes and /health answer for themselves).
     const health = this.services.dbHealth
-    if (!c.authenticates && !noQuery) refuseQueryCredential(ctx.query)
+    if (c.refusesQueryKeys && !noQuery) refuseQueryCredential(ctx.query)
     if (c.authenticates) {
       // A cached, valid API key is answered from memory (no hash, no promise; the same checks
       // as the answers from memory); anything else, `?api_key=` included, goes through authenticate.

@@ -89,7 +89,9 @@ t.test('Last-Event-ID resumes without repeating', async (t) => {
 t.test('?ticket= works; bad, expired and other-job tickets are 401 INVALID_TICKET; ?api_key= is 401', async (t) => {
   const id = await imageJob(u.key)
   const id2 = await imageJob(u.key)
-  const { ticket } = (await s.req('POST', '/v1/sse/tickets', { key: u.key, body: { jobId: id } })).body
+  const issued = await s.req('POST', '/v1/sse/tickets', { key: u.key, body: { jobId: id } })
+  t.equal(issued.headers.get('cache-control'), 'no-store', 'a ticket is a credential: not stored by caches')
+  const { ticket } = issued.body
   const st = await openSse(`${s.url}/v1/sse/jobs/${id}?ticket=${encodeURIComponent(ticket)}`)
   t.equal(st.status, 200)
   await st.closed
@@ -110,6 +112,7 @@ t.test('?ticket= works; bad, expired and other-job tickets are 401 INVALID_TICKE
     const q = await openSse(`${s.url}/v1/sse/jobs/${id}?${name}=${u.key}`)
     assertError(t, { status: q.status, body: JSON.parse(q.body) }, 401, 'INVALID_API_KEY', `?${name}=`)
     t.match(JSON.parse(q.body).message, `(?${name}=) are never accepted`)
+    t.match(JSON.parse(q.body).message, 'use ?ticket= (POST /v1/sse/tickets)', 'the stream\'s own hint: a browser needs a ticket')
   }
   const none = await openSse(`${s.url}/v1/sse/jobs/${id}`)
   assertError(t, { status: none.status, body: JSON.parse(none.body) }, 401, 'AUTH_REQUIRED')

@@ -25,7 +25,8 @@ export const routes: Route[] = [
     async handler (ctx) {
       const { jobId } = ctx.body as { jobId: string }
       await ownJob(ctx, jobId)
-      return { body: ctx.services.tickets.issue(jobId, ctx.caller!.accountId) }
+      // A ticket is a credential for the stream: no cache keeps it.
+      return { headers: { 'Cache-Control': 'no-store' }, body: ctx.services.tickets.issue(jobId, ctx.caller!.accountId) }
     },
   },
   {

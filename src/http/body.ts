@@ -218,29 +218,74 @@ export function parseJson (buf: Buffer, contentType?: string): unknown {
     // The parser's own words ("No number after minus sign in JSON at position 1") help nobody.
     throw new ApiError('VALIDATION_ERROR', 'The body must be JSON', { details: [{ path: '', message: 'must be JSON' }] })
   }
-  // PostgreSQL text cannot hold U+0000: refuse it here as a 400 rather than let the insert fail
-  // as a 500. In valid JSON it can only come from a `\u0000` escape, so most bodies skip the walk.
-  if (/\\u0000/i.test(text)) {
-    const at = nulPath(value, '')
-    if (at !== null) throw new ApiError('VALIDATION_ERROR', 'Strings must not contain U+0000 (NUL)', { details: [{ path: at, message: 'must not contain U+0000' }] })
+  // Nesting is bounded: a thread crossing (structured clone) of a value thousands of levels deep
+  // overflows the stack. A body shorter than twice the bound cannot be that deep.
+  if (text.length > 2 * MAX_JSON_DEPTH && deeperThan(text, MAX_JSON_DEPTH)) {
+    throw new ApiError('VALIDATION_ERROR', `The body nests arrays and objects more than ${MAX_JSON_DEPTH} deep`, { details: [{ path: '', message: `must not nest more than ${MAX_JSON_DEPTH} levels` }] })
+  }
+  // PostgreSQL text and json cannot hold U+0000 nor a lone surrogate: refused here as a 400
+  // rather than let the insert fail as a 500. In valid JSON either can only come from a `\u`
+  // escape (`\u0000`, `\ud800`), so most bodies skip the walk.
+  if (SUSPECT_ESCAPE.test(text)) {
+    const bad = badString(value, '')
+    if (bad !== null) {
+      throw bad[1] === 'nul'
+        ? new ApiError('VALIDATION_ERROR', 'Strings must not contain U+0000 (NUL)', { details: [{ path: bad[0], message: 'must not contain U+0000' }] })
+        : new ApiError('VALIDATION_ERROR', 'Strings must be well-formed Unicode: a lone surrogate (such as \\ud800 without its pair) is not', { details: [{ path: bad[0], message: 'must not contain a lone surrogate' }] })
+    }
   }
   return value
 }
 
-/** JSON Pointer of the first string (value or key) containing U+0000, or null. Iterative: a deeply nested body cannot overflow the stack. */
-function nulPath (root: unknown, rootPath: string): string | null {
-  // [value, its pointer, whether its own key holds U+0000]
-  const stack: Array<[unknown, string, boolean]> = [[root, rootPath, false]]
+/** How deep a JSON body may nest arrays and objects (docs/api.md "Errors"). */
+export const MAX_JSON_DEPTH = 64
+
+/** A `\u0000` or surrogate (`\ud800`-`\udfff`) escape. */
+const SUSPECT_ESCAPE = /\\u(?:0000|[dD][89a-fA-F])/
+
+/** Whether JSON `text` nests arrays and objects deeper than `max` (strings skipped, escapes included). */
+export function deeperThan (text: string, max: number): boolean {
+  let depth = 0
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c === 0x22) { // a string: skip to its closing quote
+      for (i++; i < text.length; i++) {
+        const d = text.charCodeAt(i)
+        if (d === 0x5c) i++
+        else if (d === 0x22) break
+      }
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return true
+    } else if (c === 0x5d || c === 0x7d) depth--
+  }
+  return false
+}
+
+/**
+ * JSON Pointer of the first string (value or key) PostgreSQL cannot store, and why: U+0000, or
+ * a lone surrogate. Iterative: a deeply nested body cannot overflow the stack.
+ */
+function badString (root: unknown, rootPath: string): [string, 'nul' | 'surrogate'] | null {
+  // [value, its pointer, what is wrong with its own key]
+  const stack: Array<[unknown, string, 'nul' | 'surrogate' | null]> = [[root, rootPath, null]]
   while (stack.length > 0) {
     const [v, path, badKey] = stack.pop()!
-    if (badKey) return path
-    if (typeof v === 'string') { if (v.includes('\u0000')) return path; continue }
+    if (badKey !== null) return [path, badKey]
+    if (typeof v === 'string') { const why = stringFault(v); if (why !== null) return [path, why]; continue }
     if (v === null || typeof v !== 'object') continue
     const entries = Object.entries(v)
     for (let i = entries.length - 1; i >= 0; i--) {
       const [k, x] = entries[i]
-      stack.push([x, `${path}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`, k.includes('\u0000')])
+      stack.push([x, `${path}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`, stringFault(k)])
     }
   }
   return null
+}
+
+/** A high surrogate not followed by a low one, or a low one not preceded by a high one. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+function stringFault (s: string): 'nul' | 'surrogate' | null {
+  if (s.includes('\u0000')) return 'nul'
+  return LONE_SURROGATE.test(s) ? 'surrogate' : null
 }

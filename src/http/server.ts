@@ -13,6 +13,9 @@ import { check, compileBody, compileQuery } from './validate.js'
 import { refuseQueryCredential, ScopeRefused } from './auth.js'
 import { HEADER_NAMES, headerBlock, IdDigits, MAX_TAIL, REQUEST_ID_HEADER } from './fast-headers.js'
 
+/** `%00` in a query string (U+0000 once decoded). */
+const NUL_ESCAPE = /%00/
+
 /** Retry-After (seconds) on every 500 and 503 without a more specific one. */
 const RETRY_AFTER_5XX_S = 1
 const BODY_METHODS = new Set(['POST', 'PATCH', 'PUT'])
@@ -352,7 +355,8 @@ export class HttpServer {
       // decodeURIComponent throws on a malformed escape (`%zz`); thrown here, in the uWS
       // callback, it would take the whole process down. Such a value is kept as sent: the
       // route's own check of the parameter answers it.
-      try { params[name] = decodeURIComponent(v) } catch { params[name] = v }
+      // A decoded NUL (`%00`) is kept undecoded too: PostgreSQL text cannot hold U+0000.
+      try { const d = decodeURIComponent(v); params[name] = d.includes('\u0000') ? v : d } catch { params[name] = v }
     }
     const path = ex.path = req.getUrl()
     // Built on first use: most requests never read them (per-request cost on the hot path).
@@ -362,6 +366,11 @@ export class HttpServer {
 
     if (this.closing && c.route.servedWhileClosing !== true) {
       this.fail(ex, new ApiError('SERVICE_UNAVAILABLE', 'Server is shutting down'))
+      return
+    }
+    // PostgreSQL text cannot hold U+0000: a query value carrying one is refused, not a 500.
+    if (rawQuery !== '' && NUL_ESCAPE.test(rawQuery)) {
+      this.fail(ex, new ApiError('VALIDATION_ERROR', 'Query values must not contain U+0000 (NUL)', { details: [{ path: 'query', message: 'must not contain U+0000' }] }))
       return
     }
 

@@ -2,7 +2,7 @@
 // throws, as uWS does, when touched after it was answered or aborted.
 import t from 'tap'
 import type { HttpResponse } from 'uWebSockets.js'
-import { BodyClosed, RequestBody, parseJson } from '../../src/http/body.js'
+import { deeperThan, MAX_JSON_DEPTH, BodyClosed, RequestBody, parseJson } from '../../src/http/body.js'
 import { ApiError } from '../../src/errors.js'
 
 class FakeRes {
@@ -141,13 +141,36 @@ t.test('discard: drops the rest without waiting; the stream consumer gets BodyCl
   t.equal(body.received, 4)
 })
 
-t.test('parseJson: U+0000 found at any depth without recursion', async (t) => {
+t.test('parseJson: U+0000 found at any depth allowed', async (t) => {
   let deep = '"\\u0000"'
-  for (let i = 0; i < 20000; i++) deep = `[${deep}]`
+  for (let i = 0; i < MAX_JSON_DEPTH; i++) deep = `[${deep}]`
   const e = (() => { try { parseJson(Buffer.from(deep)); return null } catch (x) { return x as ApiError } })()
   t.equal(e?.code, 'VALIDATION_ERROR')
-  t.match(e?.toJSON(), { details: [{ path: /^(\/0){20000}$/ }] })
+  t.match(e?.toJSON(), { details: [{ path: new RegExp(`^(\\/0){${MAX_JSON_DEPTH}}$`) }] })
   const k = (() => { try { parseJson(Buffer.from('{"a":{"b\\u0000":1},"c":"\\u0000"}')); return null } catch (x) { return x as ApiError } })()
   t.match(k?.toJSON(), { details: [{ path: '/a/b\u0000' }] }, 'a key is reported where it stands, before a later value')
   t.same(parseJson(Buffer.from('{"a":[1,{"b":"x"}]}')), { a: [1, { b: 'x' }] })
+})
+
+const refusal = (text: string) => { try { parseJson(Buffer.from(text)); return null } catch (x) { return (x as ApiError).toJSON() as any } }
+
+t.test('parseJson: nesting deeper than MAX_JSON_DEPTH is a 400 before anything walks it; brackets inside strings do not count', async (t) => {
+  const nest = (n: number) => '['.repeat(n) + ']'.repeat(n)
+  t.same(parseJson(Buffer.from(nest(MAX_JSON_DEPTH))), JSON.parse(nest(MAX_JSON_DEPTH)), 'at the bound: parsed')
+  for (const n of [MAX_JSON_DEPTH + 1, 5000, 20000]) {
+    t.match(refusal(nest(n)), { code: 'VALIDATION_ERROR', message: `The body nests arrays and objects more than ${MAX_JSON_DEPTH} deep` }, `${n} deep`)
+  }
+  t.match(refusal(`{"multi_prompt":[${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}]}`), { code: 'VALIDATION_ERROR' }, 'objects too')
+  const quoted = JSON.stringify({ s: '[{'.repeat(500), t: '\\"[[[' })
+  t.same(parseJson(Buffer.from(quoted)), JSON.parse(quoted), 'brackets in strings, escaped quotes included')
+  t.equal(deeperThan('[[["]]]]]]"]]]', 3), false)
+  t.equal(deeperThan('[[["\\"[[[["]]]]', 3), false, 'an escaped quote does not end the string (else the four brackets would count)')
+})
+
+t.test('parseJson: a lone surrogate escape (PostgreSQL refuses it) is a 400 naming where it stands; a pair is fine', async (t) => {
+  t.match(refusal('{"prompt":"\\ud800 kite"}'), { code: 'VALIDATION_ERROR', details: [{ path: '/prompt', message: 'must not contain a lone surrogate' }] })
+  t.match(refusal('{"a":[{"b":"x\\udfff"}]}'), { details: [{ path: '/a/0/b' }] }, 'a low one alone')
+  t.match(refusal('{"multi_prompt":[{"\\ud800":"\\udfff"}]}'), { details: [{ path: '/multi_prompt/0/\ud800' }] }, 'a key')
+  t.match(refusal('{"p":"\\udc00\\ud800"}'), { code: 'VALIDATION_ERROR' }, 'a pair in the wrong order')
+  t.same(parseJson(Buffer.from('{"p":"\\ud83d\\ude00 ok","q":"\\u00e9"}')), { p: '\ud83d\ude00 ok', q: '\u00e9' }, 'an escaped pair and other escapes')
 })

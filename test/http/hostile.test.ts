@@ -204,3 +204,27 @@ t.test('a 3 MB PNG whose 3,000 zTXt chunks each inflate to 1 MiB: refused fast, 
   assertError(t, await s.req('POST', '/v1/uploads', { key: u.key, raw: bad.body, headers: { 'content-type': bad.contentType } }), 403, 'CONTENT_POLICY_VIOLATION')
 })
 
+
+const JSON_TYPE = { 'content-type': 'application/json' }
+
+t.test('strings PostgreSQL cannot store and bodies nested too deep are 400s, not 500s nor a hang; nothing is charged', async (t) => {
+  const u = await createUser(s)
+  const before = (await s.req('GET', '/v1/credits', { key: u.key })).body.credits
+  const lone = await s.req('POST', '/v1/generate/image', { key: u.key, headers: JSON_TYPE, raw: '{"model":"nano-banana","prompt":"\\ud800 kite"}' })
+  assertError(t, lone, 400, 'VALIDATION_ERROR', 'a lone surrogate in the prompt')
+  t.match(lone.body.details, [{ path: '/prompt' }])
+  const audio = await s.req('POST', '/v1/generate/audio', { key: u.key, headers: JSON_TYPE, raw: '{"model":"voiceover","text":"hi","voice_id":"\\udfff"}' })
+  assertError(t, audio, 400, 'VALIDATION_ERROR', 'a lone surrogate in voice_id')
+  const started = Date.now()
+  const deep = `{"model":"kling-3.0","prompt":"d","multi_shots":true,"multi_prompt":[${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}]}`
+  assertError(t, await s.req('POST', '/v1/generate/video', { key: u.key, headers: JSON_TYPE, raw: deep }), 400, 'VALIDATION_ERROR', 'nested 5,000 deep')
+  t.ok(Date.now() - started < 5000, 'answered at once')
+  t.equal((await s.req('GET', '/v1/credits', { key: u.key })).body.credits, before, 'nothing charged')
+  // A NUL in a query value or a path parameter: refused, or not found.
+  assertError(t, await s.req('GET', '/v1/jobs?model=%00', { key: u.key }), 400, 'VALIDATION_ERROR', '?model=%00')
+  assertError(t, await s.req('GET', '/v1/videos?model=a%00b', { key: u.key }), 400, 'VALIDATION_ERROR', 'library ?model=')
+  assertError(t, await s.req('GET', '/v1/admin/accounts?q=%00', { admin: true }), 400, 'VALIDATION_ERROR', 'admin ?q=')
+  const path = await s.req('GET', '/v1/admin/jobs/%00', { admin: true })
+  t.ok(path.status === 404 || path.status === 400, `admin/jobs/%00: ${path.status} ${path.text}`)
+  t.equal((await s.req('GET', '/v1/health')).status, 200)
+})

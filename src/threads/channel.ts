@@ -172,8 +172,33 @@ export class Channel<Out extends Side, In extends Side> {
     this.batch = null
     const t = this.transfer
     this.transfer = null
-    if (t === null) this.port.postMessage(b)
-    else this.port.postMessage(b, t)
+    try {
+      if (t === null) this.port.postMessage(b)
+      else this.port.postMessage(b, t)
+    } catch (err) {
+      this.postEach(b, err)
+    }
+  }
+
+  /**
+   * A batch that could not be posted (a value that does not clone, or nests too deep to): each
+   * envelope is posted on its own, so the one that cannot cross fails alone, as INTERNAL_ERROR to
+   * its asker, and the others of the turn arrive. Buffers are copied here, not moved.
+   */
+  private postEach (b: Batch, err: unknown): void {
+    const why = `Internal error (a message to ${this.o.peer} could not be posted: ${String((err as Error)?.message ?? err).slice(0, 200)})`
+    for (const r of b.rep ?? []) {
+      try { this.port.postMessage({ rep: [r] }) } catch { this.port.postMessage({ rep: [{ id: r.id, ok: false, code: 'INTERNAL_ERROR', message: why }] }) }
+    }
+    for (const m of b.tell ?? []) {
+      try { this.port.postMessage({ tell: [m] }) } catch {}
+    }
+    for (const a of b.ask ?? []) {
+      try { this.port.postMessage({ ask: [a] }) } catch {
+        const p = this.pending.get(a.id)
+        if (p !== undefined) { this.pending.delete(a.id); p.reject(new ApiError('INTERNAL_ERROR', why)) }
+      }
+    }
   }
 
   /** The peer is gone (died, restarted): every pending ask fails with INTERNAL_ERROR; nothing queued is posted. */

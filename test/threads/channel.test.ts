@@ -14,6 +14,7 @@ interface A {
     throws: { req: Record<never, never>; res: null }
     never: { req: Record<never, never>; res: null }
     db: { req: Record<never, never>; res: null }
+    echo: { req: unknown; res: string }
   }
   tells: { note: { text: string } }
 }
@@ -45,6 +46,7 @@ function pair (bHandlers: Partial<Handlers<A>> = {}) {
       throws: () => { throw new Error('a bug with internals in its message') },
       never: () => new Promise<null>(() => {}),
       db: async () => { throw new DbDown('connection refused') },
+      echo: async (v) => typeof v,
       ...bHandlers,
     },
     onTell: (m) => { if (m.tag === 'note') notes.push(m.body.text) },
@@ -139,4 +141,21 @@ t.test('failAll (a worker that exited and is restarted) fails what is pending an
   t.equal(posted.length, 1, 'the channel stays usable for the restarted worker')
   ch.receive({ rep: [{ id: (posted[0] as any).ask[0].id, ok: true, value: 4 }] })
   t.equal(await c, 4)
+})
+
+t.test('a message that cannot cross fails alone: the other asks of its turn are answered', async (t) => {
+  const p = pair()
+  t.teardown(p.close)
+  let deep: unknown = 1
+  for (let i = 0; i < 50_000; i++) deep = { a: deep }
+  const asks = [p.a.ask('add', { a: 1, b: 2 }), p.a.ask('echo', () => 'a function does not clone'), p.a.ask('echo', deep), p.a.ask('add', { a: 3, b: 4 })]
+  const [one, fn, tooDeep, two] = await Promise.allSettled(asks)
+  t.same(one, { status: 'fulfilled', value: 3 })
+  t.same(two, { status: 'fulfilled', value: 7 }, 'asked after the bad ones, in the same turn')
+  for (const r of [fn, tooDeep]) {
+    t.equal(r.status, 'rejected')
+    t.equal((r as PromiseRejectedResult).reason.code, 'INTERNAL_ERROR')
+    t.match((r as PromiseRejectedResult).reason.message, /could not be posted/)
+  }
+  t.equal(p.a.size, 0, 'nothing left pending')
 })

@@ -13,6 +13,21 @@ import { check, compileBody, compileQuery } from './validate.js'
 import { refuseQueryCredential, ScopeRefused } from './auth.js'
 import { HEADER_NAMES, headerBlock, IdDigits, MAX_TAIL, REQUEST_ID_HEADER } from './fast-headers.js'
 
+/**
+ * Body framing or coding the service will not guess at (docs/operations.md "Hostile input"):
+ * differing Content-Length headers (400); on JSON routes a Transfer-Encoding other than chunked
+ * or a Content-Encoding other than identity (415: the body would be read as if plain).
+ */
+function framingFault (h: Record<string, string>, lengthsDiffer: boolean, raw: boolean): ApiError | null {
+  if (lengthsDiffer) return new ApiError('VALIDATION_ERROR', 'The request has Content-Length headers that differ', { details: [{ path: '', message: 'must have one Content-Length' }] })
+  if (raw) return null
+  const te = h['transfer-encoding']
+  if (te !== undefined && te.trim().toLowerCase() !== 'chunked') return new ApiError('UNSUPPORTED_MEDIA_TYPE', `Transfer-Encoding "${te.slice(0, 60)}" is not accepted: send the body as it is, or chunked`)
+  const ce = h['content-encoding']
+  if (ce !== undefined && ce.trim() !== '' && ce.trim().toLowerCase() !== 'identity') return new ApiError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding "${ce.slice(0, 60)}" is not accepted: send the body uncompressed`)
+  return null
+}
+
 /** `%00` in a query string (U+0000 once decoded). */
 const NUL_ESCAPE = /%00/
 
@@ -347,7 +362,12 @@ export class HttpServer {
     const res = ex.res
     // Copy everything from HttpRequest now: it is invalid after this function returns.
     const headers: Record<string, string> = {}
-    req.forEach((k, v) => { headers[k] = v })
+    // Two Content-Length values that differ: framing a proxy may read otherwise (smuggling).
+    let lengthsDiffer = false
+    req.forEach((k, v) => {
+      if (k === 'content-length' && headers[k] !== undefined && headers[k] !== v) lengthsDiffer = true
+      headers[k] = v
+    })
     const params: Record<string, string> = {}
     for (let i = 0; i < c.paramNames.length; i++) {
       const name = c.paramNames[i]
@@ -381,6 +401,11 @@ export class HttpServer {
       const declared = headers['content-length'] === undefined ? NaN : Number(headers['content-length'])
       const lingers = headers.connection !== undefined && /\bclose\b/i.test(headers.connection)
       const rb = ex.body = new RequestBody(res, declared, lingers, (err) => this.bodyFault(ex, err))
+      const framing = framingFault(headers, lengthsDiffer, c.route.rawBody === true)
+      if (framing !== null) {
+        this.fail(ex, framing)
+        return
+      }
       if (c.route.rawBody && c.route.rawBodyLimit !== undefined) {
         rawBytes = rb.read(c.route.rawBodyLimit)
         // Read from now on (uWS drops data no reader takes); a body refused before the handler

@@ -8,6 +8,7 @@ import postgres from 'postgres'
 import { CALLBACK_ENV, pngTextBomb, sendOversized } from '../../bench/lib/hostile.js'
 import type { Route } from '../../src/http/route.js'
 import { multipart, png } from '../fixtures/media.js'
+import { rawRequest } from '../fixtures/raw-http.js'
 import { assertError } from '../helpers/assert.js'
 import { ADMIN_TOKEN, createUser, startServer, type TestServer } from '../helpers/server.js'
 
@@ -227,4 +228,21 @@ t.test('strings PostgreSQL cannot store and bodies nested too deep are 400s, not
   const path = await s.req('GET', '/v1/admin/jobs/%00', { admin: true })
   t.ok(path.status === 404 || path.status === 400, `admin/jobs/%00: ${path.status} ${path.text}`)
   t.equal((await s.req('GET', '/v1/health')).status, 200)
+})
+
+t.test('framing the service will not guess at: differing Content-Length headers 400, a Content-Encoding 415; nothing charged', async (t) => {
+  const u = await createUser(s)
+  const port = Number(new URL(s.url).port)
+  const before = (await s.req('GET', '/v1/credits', { key: u.key })).body.credits
+  const body = JSON.stringify({ model: 'nano-banana', prompt: 'a kite' })
+  const two = await rawRequest(port, 'POST', '/v1/generate/image', [['X-API-Key', u.key], ['Content-Type', 'application/json'], ['Content-Length', '5']], body)
+  t.equal(two.status, 400, two.text)
+  t.equal(two.body.code, 'VALIDATION_ERROR')
+  t.match(two.body.message, /Content-Length headers that differ/)
+  const gz = await rawRequest(port, 'POST', '/v1/generate/image', [['X-API-Key', u.key], ['Content-Type', 'application/json'], ['Content-Encoding', 'gzip']], body)
+  t.equal(gz.status, 415, gz.text)
+  t.equal(gz.body.code, 'UNSUPPORTED_MEDIA_TYPE')
+  t.equal((await s.req('GET', '/v1/credits', { key: u.key })).body.credits, before, 'nothing charged')
+  const plain = await rawRequest(port, 'POST', '/v1/generate/image', [['X-API-Key', u.key], ['Content-Type', 'application/json'], ['Content-Encoding', 'identity']], body)
+  t.equal(plain.status, 201, 'Content-Encoding: identity is a plain body')
 })

@@ -79,11 +79,11 @@ export class ScopeRefused extends ApiError {
 /**
  * Throws INVALID_API_KEY when the query string carries a credential (`?api_key=` and the like),
  * on every route, public ones included: a key in a URL ends up in logs (docs/api.md "Accounts,
- * sessions and keys").
+ * sessions and keys"). `instead` says what to send.
  */
-export function refuseQueryCredential (query: URLSearchParams): void {
+export function refuseQueryCredential (query: URLSearchParams, instead = 'send X-API-Key or Authorization: Bearer'): void {
   const inQuery = queryCredential(query)
-  if (inQuery !== null) throw new ApiError('INVALID_API_KEY', `API keys in the query string (?${inQuery}=) are never accepted: a URL ends up in logs; send X-API-Key or Authorization: Bearer`)
+  if (inQuery !== null) throw new ApiError('INVALID_API_KEY', `API keys in the query string (?${inQuery}=) are never accepted: a URL ends up in logs; ${instead}`)
 }
 
 export class Authenticator {

@@ -1,7 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import { ApiError } from '../../errors.js'
-import { tierOf } from '../auth.js'
-import { queryCredential } from '../api-key.js'
+import { refuseQueryCredential, tierOf } from '../auth.js'
 import type { Route } from '../route.js'
 import { ownJob } from './jobs.js'
 import { TERMINAL } from '../../jobs/view.js'
@@ -44,8 +43,7 @@ export const routes: Route[] = [
     async handler (ctx) {
       const s = ctx.services
       const jobId = ctx.params.id
-      const inQuery = queryCredential(ctx.query)
-      if (inQuery !== null) throw new ApiError('INVALID_API_KEY', `API keys in the query string (?${inQuery}=) are never accepted: a URL ends up in logs; use ?ticket= (POST /v1/sse/tickets) or auth headers`)
+      refuseQueryCredential(ctx.query, 'use ?ticket= (POST /v1/sse/tickets) or auth headers')
       const ticket = ctx.query.get('ticket')
       let accountId: number
       let maxStreams: number

@@ -121,6 +121,12 @@ export type CreateReq = JobCaller & { spec: JobSpec; idempotencyKey?: string; fi
  * The 201's remaining_credits is the balance the charge RETURNed.
  */
 export async function submitAndCommit (a: AccountActor, req: CreateReq, d: { id: string; trial: boolean }): Promise<CreatedJobView> {
+  // A callback that comes before the job is adopted waits for it (LiveJobs.creatingJob).
+  a.live.creatingJob(d.id)
+  try { return await submitAndAdopt(a, req, d) } finally { a.live.createdJob(d.id) }
+}
+
+async function submitAndAdopt (a: AccountActor, req: CreateReq, d: { id: string; trial: boolean }): Promise<CreatedJobView> {
   const spec = req.spec
   const c: Creation = { id: d.id, trial: d.trial, spec }
   const deps = a.deps

@@ -41,6 +41,13 @@ export interface JobsOwner {
  */
 export class LiveJobs implements JobHost {
   readonly jobs = new Map<string, JobActor>()
+  /**
+   * Creations of this account between their submission and their adoption, with the callbacks
+   * that came for them meanwhile (null: none yet). A fast provider calls back before the
+   * creation's commit returned; such a callback waits here until the creation settles, then is
+   * taken as any other (docs/providers.md "Callbacks").
+   */
+  private readonly creating = new Map<string, Array<() => void> | null>()
 
   constructor (private readonly a: JobsOwner) {}
 
@@ -114,6 +121,16 @@ export class LiveJobs implements JobHost {
 
   settled (): void { this.a.deps.waiting?.settled() }
 
+  /** A creation of this account is about to submit `jobId`: its callbacks wait for `created`. */
+  creatingJob (jobId: string): void { this.creating.set(jobId, null) }
+
+  /** The creation of `jobId` settled (adopted, or not run): the callbacks that waited are taken now. */
+  createdJob (jobId: string): void {
+    const waiting = this.creating.get(jobId)
+    this.creating.delete(jobId)
+    if (waiting) for (const go of waiting) go()
+  }
+
   /**
    * A waiting job runs again: due (`byDue`), or its callback came. `row` is its stored row
    * (null: gone). One that ended or moved meanwhile leaves as a dropped live job does.
@@ -153,6 +170,15 @@ export class LiveJobs implements JobHost {
    * is 'unmatched' and the front end looks the id up in the database (docs/providers.md "Callbacks").
    */
   callback (jobId: string, state: UpstreamState | undefined, upstream?: { provider: string; id: string }, upstreamId?: string): Promise<'live' | 'settled' | 'ignored' | 'unmatched'> {
+    if (this.creating.has(jobId)) {
+      // Still being created (its commit not returned yet): taken once it is adopted, or
+      // answered as for any job this node does not run if its creation failed.
+      return new Promise((resolve, reject) => {
+        let q = this.creating.get(jobId)
+        if (!q) this.creating.set(jobId, q = [])
+        q.push(() => { this.callback(jobId, state, upstream, upstreamId).then(resolve, reject) })
+      })
+    }
     const w = this.a.deps.waiting
     // A waiting job of this account (docs/architecture.md "Waiting jobs"; the index is the
     // shard's, and an id from a callback URL may name another account's job): found by id, run

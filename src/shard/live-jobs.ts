@@ -121,7 +121,7 @@ export class LiveJobs implements JobHost {
 
   settled (): void { this.a.deps.waiting?.settled() }
 
-  /** A creation of this account is about to submit `jobId`: its callbacks wait for `created`. */
+  /** A creation of this account is about to submit `jobId`: its callbacks wait for `createdJob`. */
   creatingJob (jobId: string): void { this.creating.set(jobId, null) }
 
   /** The creation of `jobId` settled (adopted, or not run): the callbacks that waited are taken now. */

@@ -170,6 +170,35 @@ export async function findJobByIdempotencyKey (sql: Q, accountId: number, key: s
   return row
 }
 
+/** What a creation needs of the job an Idempotency-Key already names: the job and its request's fingerprint. */
+export interface IdemRow { pair: string; id: string; request_hash: string | null }
+
+/**
+ * One account's Idempotency-Key as one string, `account key`: a key never holds a space (SPEC's
+ * alphabet is A-Z a-z 0-9 _ . -, checked before a creation reaches its shard).
+ */
+export const idemPair = (accountId: number, key: string): string => `${accountId} ${key}`
+
+/**
+ * The jobs these (account, Idempotency-Key) pairs name (idemPair each), in one statement on
+ * the jobs_idempotency index; a pair no job holds has no row (docs/architecture.md
+ * "Idempotency keys").
+ */
+export async function jobsByIdempotencyKeys (sql: Q, pairs: string[]): Promise<IdemRow[]> {
+  if (pairs.length === 0) return []
+  const accounts: number[] = new Array(pairs.length)
+  const keys: string[] = new Array(pairs.length)
+  for (let i = 0; i < pairs.length; i++) {
+    const sp = pairs[i].indexOf(' ')
+    accounts[i] = Number(pairs[i].slice(0, sp))
+    keys[i] = pairs[i].slice(sp + 1)
+  }
+  return sql<IdemRow[]>`
+    SELECT j.account_id || ' ' || j.idempotency_key AS pair, j.id, j.request_hash
+    FROM unnest(${numberArray(accounts)}::bigint[], ${textArray(keys)}::text[]) AS k(account_id, key)
+    JOIN jobs j ON j.account_id = k.account_id AND j.idempotency_key = k.key AND j.idempotency_key IS NOT NULL`
+}
+
 /**
  * In-flight jobs per API key (null = session) of one account, when its actor loads. Running
  * jobs are found by `completed_at IS NULL` (the partial index jobs_running, sql/0018).

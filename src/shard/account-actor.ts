@@ -1,7 +1,7 @@
 import { ApiError } from '../errors.js'
 import { within } from '../db/connect.js'
 import { creditAccount, loadAccountView, recordViolation } from '../db/accounts.js'
-import { activeCountsByKey, findJobByIdempotencyKey, getJob } from '../db/jobs.js'
+import { activeCountsByKey, findJobByIdempotencyKey, getJob, idemPair, type IdemRow } from '../db/jobs.js'
 import { newJobId } from '../jobs/id.js'
 import type { AccountView, BatchView, CreatedJobView } from '../domain.js'
 import { runBatch, type BatchReq } from './batch.js'
@@ -138,7 +138,10 @@ export class AccountActor {
     if (key !== undefined) {
       let e = this.idem.get(key)
       if (e === undefined) {
-        const row = await within(findJobByIdempotencyKey(this.deps.sql, this.id, key))
+        // Not in memory: the database's answer, batched with the other keys of this turn
+        // (docs/architecture.md "Idempotency keys").
+        const read: Promise<Pick<IdemRow, 'id' | 'request_hash'> | undefined> = this.deps.idem ? this.deps.idem.get(idemPair(this.id, key)) : findJobByIdempotencyKey(this.deps.sql, this.id, key)
+        const row = await within(read)
         if (row) { e = { fingerprint: row.request_hash ?? '', jobId: row.id }; this.idem.set(key, e) }
       }
       const i = decideIdempotency(e, req.fingerprint)

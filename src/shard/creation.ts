@@ -1,7 +1,7 @@
 import { dbUnavailable, isDbUnavailable } from '../db/connect.js'
 import { ApiError } from '../errors.js'
 import type { Sql } from '../db/connect.js'
-import { getJob, LEASE_MS } from '../db/jobs.js'
+import { getJob, LEASE_MS, type IdemRow } from '../db/jobs.js'
 import type { RouteRecord, UpstreamEvent } from '../db/upstream.js'
 import { ChargeRefused } from '../db/ledger.js'
 import { TERMINAL, type JobRow } from '../jobs/view.js'
@@ -19,7 +19,7 @@ import { refusedCharge } from './decide.js'
 import type { Charged, GroupCommit } from './group-commit.js'
 import type { RedisInFlight } from './inflight.js'
 import type { ShardEvent } from './protocol.js'
-import type { RowReads } from './row-reads.js'
+import type { TurnReads } from './turn-reads.js'
 import type { WaitingJobs } from './waiting.js'
 import { observeProvider } from '../worker-stats.js'
 
@@ -53,7 +53,9 @@ export interface ActorDeps {
    */
   waiting?: WaitingJobs
   /** Rows of waiting jobs whose callback came, read in batches; absent: one read each. */
-  rows?: RowReads
+  rows?: TurnReads<JobRow>
+  /** The jobs Idempotency-Keys name (idemPair), read in batches; absent: one read each. */
+  idem?: TurnReads<IdemRow>
   emit: (ev: ShardEvent) => void
   log: (level: 'info' | 'warn' | 'error', msg: string, extra?: Record<string, unknown>) => void
 }

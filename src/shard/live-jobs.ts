@@ -160,7 +160,7 @@ export class LiveJobs implements JobHost {
   /**
    * A verified provider callback for a job of this account. A live job takes it at once. A
    * waiting job is claimed from the shard's index and its row read outside the account's
-   * mailbox, batched with the other reads of the moment (RowReads), then runs again with this
+   * mailbox, batched with the other reads of the moment (TurnReads), then runs again with this
    * state. A job this node does not run (another node holds its lease) is settled here when the
    * callback reports an end: the terminal transition is a conditional UPDATE with the refund in
    * the same transaction, so exactly one node moves the money.

@@ -2,7 +2,7 @@ import { parentPort, workerData } from 'node:worker_threads'
 import { createLogger } from '../log.js'
 import { ApiError } from '../errors.js'
 import { connect, containDriverFaults, DbHealth, dbUnavailable, isDbUnavailable, ping, within } from '../db/connect.js'
-import { claimJobs, heldJobs, LEASE_MS, renewShardLease, saveProgress } from '../db/jobs.js'
+import { claimJobs, heldJobs, jobsByIdempotencyKeys, LEASE_MS, renewShardLease, saveProgress, type IdemRow } from '../db/jobs.js'
 import type { JobRow } from '../jobs/view.js'
 import { Providers } from '../providers/registry.js'
 import { createStorage } from '../storage/index.js'
@@ -16,7 +16,7 @@ import type { FromShard, ShardInit, ToShard } from './protocol.js'
 import { specOfOrder } from '../jobs/spec.js'
 import { jobsByIds, ownedActiveJobs } from '../db/upstream.js'
 import { msOf, WaitingJobs, type WaitingJob } from './waiting.js'
-import { RowReads } from './row-reads.js'
+import { TurnReads } from './turn-reads.js'
 
 /**
  * A shard: one worker thread owning the actors of accounts `id mod N == shard`
@@ -53,7 +53,8 @@ const deps: ActorDeps = {
   inflight: config.redisUrl !== undefined ? new RedisInFlight(config.redisUrl, config.redisPrefix, LEASE_MS) : null,
   progress: new Map<string, { row: JobRow; since: number }>(),
   waiting: new WaitingJobs((due) => { void wakeDue(due) }),
-  rows: new RowReads(ids => within(jobsByIds(sql, ids))),
+  rows: new TurnReads<JobRow>(ids => within(jobsByIds(sql, ids)), r => r.id),
+  idem: new TurnReads<IdemRow>(pairs => within(jobsByIdempotencyKeys(sql, pairs)), r => r.pair),
   emit: (ev) => { if (ev.type === 'job.updated') main.tell(ev.type, ev); else main.tell(ev.type, ev) },
   log: (level, msg, extra) => log[level](extra ?? {}, msg),
 }

@@ -2,7 +2,7 @@
 // of a creation's charge, ledger entry and job row), leases and held jobs, against a real PostgreSQL.
 import t from 'tap'
 import { connect } from '../../src/db/connect.js'
-import { claimJobs, heldJobs, renewShardLease, type NewJob } from '../../src/db/jobs.js'
+import { claimJobs, heldJobs, idemPair, jobsByIdempotencyKeys, renewShardLease, type NewJob } from '../../src/db/jobs.js'
 import { writeBatch, type Balance } from '../../src/db/ledger.js'
 import { migrate } from '../../src/db/migrate.js'
 import { freshDatabase } from '../helpers/db.js'
@@ -87,4 +87,24 @@ t.test('shard leases: a job moves only when its grace is over and its owner shar
   t.same(await claimed('node-t', accountId % 2, 2, true), ['job_dbtest_s6'], 'its own node takes it back at boot')
   const [l] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM shard_leases WHERE node = 'node-t'`
   t.equal(l.n, 2, 'one row per shard, however many jobs')
+})
+
+t.test('Idempotency-Keys: the jobs of many (account, key) pairs in one statement, on the unique index', async (t) => {
+  const [{ id: other }] = await sql<{ id: number }[]>`INSERT INTO accounts (email, password_hash, credits) VALUES ('db-jobs-other@example.com', 'x', 0) RETURNING id`
+  const keyed = async (id: string, account: number, key: string, hash: string | null) => sql`
+    INSERT INTO jobs (id, account_id, type, model, status, request, credits_charged, estimated_seconds, provider, deadline_at, idempotency_key, request_hash)
+    VALUES (${id}, ${account}, 'image', 'nano-banana', 'completed', '{}', 0, 15, 'simulated', now(), ${key}, ${hash})`
+  await keyed('job_dbtest_k1', accountId, 'order-1', 'fp1')
+  await keyed('job_dbtest_k2', accountId, 'order.2_x-y', null)
+  await keyed('job_dbtest_k3', other, 'order-3', 'fp3')
+  const rows = await jobsByIdempotencyKeys(sql, [idemPair(accountId, 'order-1'), idemPair(accountId, 'order.2_x-y'), idemPair(accountId, 'order-3'), idemPair(other, 'order-3'), idemPair(other, 'order-1'), idemPair(accountId, 'none')])
+  t.same(rows.map(r => ({ ...r })).sort((a, b) => a.id.localeCompare(b.id)), [
+    { pair: `${accountId} order-1`, id: 'job_dbtest_k1', request_hash: 'fp1' },
+    { pair: `${accountId} order.2_x-y`, id: 'job_dbtest_k2', request_hash: null },
+    { pair: `${other} order-3`, id: 'job_dbtest_k3', request_hash: 'fp3' },
+  ], 'each key only under its own account; unknown pairs have no row')
+  t.same(await jobsByIdempotencyKeys(sql, []), [])
+  const plan = (await sql.unsafe(`EXPLAIN SELECT j.id FROM unnest('{${accountId}}'::bigint[], '{"order-1"}'::text[]) AS k(account_id, key)
+    JOIN jobs j ON j.account_id = k.account_id AND j.idempotency_key = k.key AND j.idempotency_key IS NOT NULL`)).map((r: any) => r['QUERY PLAN']).join('\n')
+  t.match(plan, /jobs_idempotency/, 'the lookup uses the unique (account_id, idempotency_key) index')
 })

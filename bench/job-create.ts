@@ -6,6 +6,10 @@
  * invariant (accounts.credits = sum(credit_entries.delta)) must hold and every 201 must be a
  * committed job.
  *
+ * `job-create-keyed`: the same with a new Idempotency-Key on every request, on both sides (the
+ * baseline looks the key up in its transaction and stores it under a unique index), as a client
+ * that retries safely sends them.
+ *
  * SIM_SPEED=0.001: the simulated provider accepts each job at once and keeps it in its queue
  * for the whole run, so what is measured is creation (validation, charge, group commit,
  * provider submission), not the later life of the jobs (polling, progress, results).
@@ -20,7 +24,14 @@ import { bootStack } from './lib/stack.js'
 
 const BODY = JSON.stringify({ model: 'nano-banana', prompt: 'a lighthouse at dawn, oil painting (bench)' })
 
-export function createScenario (name: string, accounts: number, ratio: number): Scenario {
+/** A new Idempotency-Key on each request (`keyed`), unique across rounds and runs. */
+function keyedRequests (requests: Request[]): Request[] {
+  const prefix = `${process.pid}-${Date.now().toString(36)}-`
+  let n = 0
+  return requests.map(r => ({ ...r, setupRequest: (req: Request) => ({ ...req, headers: { ...req.headers, 'idempotency-key': prefix + String(n++) } }) }))
+}
+
+export function createScenario (name: string, accounts: number, ratio: number, keyed = false): Scenario {
   return {
     name,
     title: `POST /v1/generate/image over ${accounts} account${accounts > 1 ? 's' : ''}`,
@@ -31,8 +42,10 @@ export function createScenario (name: string, accounts: number, ratio: number): 
         o.log(`[${name}] seeding ${accounts} account(s)`)
         const seeded = await seedAccounts(stack.svc, accounts, 100_000_000)
         base = await startBaseline('Fastify 1 tx/request', 'baselines/fastify-charge.js', { DATABASE_URL: stack.db.url, ACCOUNTS: String(accounts), CREDITS: '100000000' })
-        const svcRequests: Request[] = seeded.map(a => ({ method: 'POST', path: '/v1/generate/image', headers: { 'content-type': 'application/json', 'x-api-key': a.key }, body: BODY }))
-        const baseRequests: Request[] = seeded.map((_, i) => ({ method: 'POST', path: '/v1/generate/image', headers: { 'content-type': 'application/json', 'x-account-id': String(i + 1) }, body: BODY }))
+        const plainSvc: Request[] = seeded.map(a => ({ method: 'POST', path: '/v1/generate/image', headers: { 'content-type': 'application/json', 'x-api-key': a.key }, body: BODY }))
+        const plainBase: Request[] = seeded.map((_, i) => ({ method: 'POST', path: '/v1/generate/image', headers: { 'content-type': 'application/json', 'x-account-id': String(i + 1) }, body: BODY }))
+        const svcRequests = keyed ? keyedRequests(plainSvc) : plainSvc
+        const baseRequests = keyed ? keyedRequests(plainBase) : plainBase
         let created = 0
         let runs = 0
         const commits = async () => Number((await stack.db.sql<{ n: string }[]>`SELECT xact_commit::text AS n FROM pg_stat_database WHERE datname = current_database()`)[0].n)
@@ -54,7 +67,7 @@ export function createScenario (name: string, accounts: number, ratio: number): 
           ],
           targets: [{ metric: 'rps', kind: 'ratio', baseline: b.name, op: '>=', value: ratio }],
           show: ['p50_ms', 'p99_ms', 'cpu_us_per_req', 'pg_cpu_us_per_req', 'total_cpu_us_per_req', 'pg_commits_per_req', 'errors', 'non2xx'],
-          notes: [`${o.connections} connections, ${accounts} account(s); baseline pool 10 connections; pg_commits_per_req from pg_stat_database (includes the service's metering flush, approximate)`],
+          notes: [`${o.connections} connections, ${accounts} account(s)${keyed ? ', a new Idempotency-Key on every request (both sides)' : ''}; baseline pool 10 connections; pg_commits_per_req from pg_stat_database (includes the service's metering flush, approximate)`],
           after: async () => {
             const bi = await b.ask<{ violations: number; jobs: number; charges: number }>({ cmd: 'invariant' })
             await stack.stopService() // drains: every acknowledged creation is committed by now
@@ -82,3 +95,4 @@ export function createScenario (name: string, accounts: number, ratio: number): 
 }
 
 export const scenario = createScenario('job-create', 100, 3)
+export const keyedScenario = createScenario('job-create-keyed', 100, 3, true)

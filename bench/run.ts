@@ -24,7 +24,7 @@ import { median, sleep, type BenchOptions, type Check, type Prepared, type Scena
 import { DEFAULT_DATABASE_URL } from './lib/seed.js'
 import { scenario as models } from './models.js'
 import { scenario as jobGet } from './job-get.js'
-import { scenario as jobCreate } from './job-create.js'
+import { keyedScenario as jobCreateKeyed, scenario as jobCreate } from './job-create.js'
 import { scenario as jobCreateHot } from './job-create-hot.js'
 import { scenario as sseHold } from './sse-hold.js'
 import { scenario as sseFanout } from './sse-fanout.js'
@@ -37,7 +37,7 @@ import { scenario as providerInflight } from './provider-inflight.js'
 import { scenario as providerSse } from './provider-sse.js'
 
 const ALL: Scenario[] = [
-  models, jobGet, jobCreate, jobCreateHot, sseHold, sseFanout, webhooks, jobLifecycle, jobLifecycleFast,
+  models, jobGet, jobCreate, jobCreateKeyed, jobCreateHot, sseHold, sseFanout, webhooks, jobLifecycle, jobLifecycleFast,
   providerCallback, providerLifecycle, providerInflight, providerSse,
 ]
 const ROOT = join(DIST, '..')

@@ -1,5 +1,5 @@
 /**
- * Baseline for `job-create` and `job-create-hot`: the conventional way to take a durable
+ * Baseline for `job-create`, `job-create-keyed` and `job-create-hot`: the conventional way to take a durable
  * charge, a Fastify 5 route doing ONE transaction per request with postgres.js:
  *   BEGIN; UPDATE accounts SET credits = credits - price WHERE id = $1 AND credits >= price;
  *   INSERT ledger entry; INSERT job; COMMIT
@@ -51,9 +51,11 @@ const app = Fastify({ logger: false })
 app.post('/v1/generate/image', { schema: CREATE_SCHEMA }, async (req, reply) => {
   const accountId = Number(req.headers['x-account-id'])
   const { model, prompt } = req.body as { model: string; prompt: string }
-  const created = await createJob(sql, accountId, model, prompt, PRICE, 15)
+  const key = req.headers['idempotency-key']
+  const created = await createJob(sql, accountId, model, prompt, PRICE, 15, typeof key === 'string' ? key : null)
   if (created === null) return reply.code(402).send({ error: true, code: 'INSUFFICIENT_CREDITS' })
   const { id, remaining } = created
+  if (created.replayed) return reply.code(200).send({ id, status: 'submitted', model, credits_charged: PRICE, remaining_credits: remaining, estimated_seconds: 15, replayed: true })
   return reply.code(201).send({ id, status: 'submitted', model, credits_charged: PRICE, remaining_credits: remaining, estimated_seconds: 15 })
 })
 await app.listen({ host: '127.0.0.1', port: Number(process.env.PORT) })

@@ -18,26 +18,41 @@ export const CREATE_SCHEMA = {
     additionalProperties: false,
     properties: { model: { type: 'string', maxLength: 64 }, prompt: { type: 'string', minLength: 1, maxLength: 2000 } },
   },
-  headers: { type: 'object', required: ['x-account-id'], properties: { 'x-account-id': { type: 'integer', minimum: 1 } } },
+  headers: { type: 'object', required: ['x-account-id'], properties: { 'x-account-id': { type: 'integer', minimum: 1 }, 'idempotency-key': { type: 'string', pattern: '^[A-Za-z0-9_.-]{1,200}$' } } },
 } as const
 
-export interface Created { id: string; now: Date; remaining: number }
+export interface Created { id: string; now: Date; remaining: number; replayed?: boolean }
 
-/** Charges `price` and inserts the job in one transaction; null when the balance is short. */
+/**
+ * Charges `price` and inserts the job in one transaction; null when the balance is short.
+ * With an Idempotency-Key (job-create-keyed), the usual way: the same transaction first looks
+ * the key up (a job it names is answered again, uncharged), and the job row carries the key
+ * under the unique (account_id, idempotency_key) index.
+ */
 export async function createJob (
-  sql: postgres.Sql, accountId: number, model: string, prompt: string, price: number, estimatedSeconds: number,
+  sql: postgres.Sql, accountId: number, model: string, prompt: string, price: number, estimatedSeconds: number, idempotencyKey: string | null = null,
 ): Promise<Created | null> {
-  const id = 'job_' + randomBytes(12).toString('base64url')
+  let id = 'job_' + randomBytes(12).toString('base64url')
   const now = new Date()
+  let replayed = false
   const remaining = await sql.begin(async (tx) => {
+    if (idempotencyKey !== null) {
+      const [seen] = await tx<{ id: string }[]>`SELECT id FROM bench_jobs WHERE account_id = ${accountId} AND idempotency_key = ${idempotencyKey}`
+      if (seen) {
+        id = seen.id
+        replayed = true
+        const [b] = await tx<{ credits: number }[]>`SELECT credits FROM bench_accounts WHERE id = ${accountId}`
+        return b.credits
+      }
+    }
     const [a] = await tx<{ credits: number }[]>`UPDATE bench_accounts SET credits = credits - ${price}, updated_at = now() WHERE id = ${accountId} AND credits >= ${price} RETURNING credits`
     if (!a) return null
     await tx`INSERT INTO bench_credit_entries (account_id, delta, kind, job_id, note) VALUES (${accountId}, ${-price}, 'charge', ${id}, ${'image ' + model})`
-    await tx`INSERT INTO bench_jobs (id, account_id, type, model, status, prompt, request, credits_charged, estimated_seconds, provider, deadline_at, created_at, updated_at)
-      VALUES (${id}, ${accountId}, 'image', ${model}, 'submitted', ${prompt}, ${tx.json({ model, prompt } as any)}, ${price}, ${estimatedSeconds}, 'simulated', ${new Date(now.getTime() + 600_000)}, ${now}, ${now})`
+    await tx`INSERT INTO bench_jobs (id, account_id, type, model, status, prompt, request, credits_charged, estimated_seconds, provider, idempotency_key, deadline_at, created_at, updated_at)
+      VALUES (${id}, ${accountId}, 'image', ${model}, 'submitted', ${prompt}, ${tx.json({ model, prompt } as any)}, ${price}, ${estimatedSeconds}, 'simulated', ${idempotencyKey}, ${new Date(now.getTime() + 600_000)}, ${now}, ${now})`
     return a.credits
   })
-  return remaining === null ? null : { id, now, remaining }
+  return remaining === null ? null : { id, now, remaining, replayed }
 }
 
 /** A job as the usual way's completion needs it. */

@@ -182,7 +182,7 @@ export const idemPair = (accountId: number, key: string): string => `${accountId
 /**
  * The jobs these (account, Idempotency-Key) pairs name (idemPair each), in one statement on
  * the jobs_idempotency index; a pair no job holds has no row (docs/architecture.md
- * "Idempotency keys").
+ * "Durability", Idempotency).
  */
 export async function jobsByIdempotencyKeys (sql: Q, pairs: string[]): Promise<IdemRow[]> {
   if (pairs.length === 0) return []

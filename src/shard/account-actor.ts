@@ -139,7 +139,7 @@ export class AccountActor {
       let e = this.idem.get(key)
       if (e === undefined) {
         // Not in memory: the database's answer, batched with the other keys of this turn
-        // (docs/architecture.md "Idempotency keys").
+        // (docs/architecture.md "Durability", Idempotency).
         const read: Promise<Pick<IdemRow, 'id' | 'request_hash'> | undefined> = this.deps.idem ? this.deps.idem.get(idemPair(this.id, key)) : findJobByIdempotencyKey(this.deps.sql, this.id, key)
         const row = await within(read)
         if (row) { e = { fingerprint: row.request_hash ?? '', jobId: row.id }; this.idem.set(key, e) }

@@ -3,7 +3,7 @@
  * as one SELECT (`read`), so a burst costs one round trip per turn, not one per caller, and no
  * account waits for another's read. The shard keeps two: the rows of waiting jobs whose
  * callback came (docs/architecture.md "Waiting jobs"), and the jobs an Idempotency-Key names
- * (docs/architecture.md "Idempotency keys"). The same key asked twice in a turn is read once.
+ * (docs/architecture.md "Durability", Idempotency). The same key asked twice in a turn is read once.
  */
 export class TurnReads<R> {
   private pending: Map<string, Array<Waiter<R>>> | null = null

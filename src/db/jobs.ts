@@ -193,6 +193,8 @@ export async function jobsByIdempotencyKeys (sql: Q, pairs: string[]): Promise<I
     accounts[i] = Number(pairs[i].slice(0, sp))
     keys[i] = pairs[i].slice(sp + 1)
   }
+  // `idempotency_key IS NOT NULL` lets the planner prove the partial index's predicate (a join
+  // clause alone does not), so each pair is one probe of jobs_idempotency.
   return sql<IdemRow[]>`
     SELECT j.account_id || ' ' || j.idempotency_key AS pair, j.id, j.request_hash
     FROM unnest(${numberArray(accounts)}::bigint[], ${textArray(keys)}::text[]) AS k(account_id, key)

@@ -1,11 +1,12 @@
 /**
- * The undici dispatchers of outbound requests to URLs someone else gave the service
- * (docs/architecture.md "Address policy"): every connection goes through the address-policy
- * connector (src/net/dns-guard.ts). Webhook delivery has its own client over the same connector
- * (src/net/h1-client.ts); provider API calls go to operator-configured base URLs and use
- * src/net/json-client.ts without this guard.
+ * The clients of outbound requests to URLs someone else gave the service (docs/architecture.md
+ * "Address policy"): every connection goes through the address-policy connector
+ * (src/net/dns-guard.ts). Result downloads and webhook delivery use the service's HTTP/1.1
+ * client (src/net/h1-client.ts) over it, a test delivery an undici Agent; provider API calls go
+ * to operator-configured base URLs and use src/net/json-client.ts without this guard.
  */
 import { Agent } from 'undici'
+import { Client } from './h1-client.js'
 import { guardedConnector, type LookupAll } from './dns-guard.js'
 
 export interface GuardedAgentOptions {
@@ -30,7 +31,7 @@ export function guardedAgent (o: GuardedAgentOptions): Agent {
 }
 
 /**
- * Connect timeout and sockets per origin of the shared download agents (per shard). A provider
+ * Connect timeout and sockets per origin of the shared download clients (per thread). A provider
  * serves every result from one origin (its CDN) and a download lasts as long as its file does,
  * so this bounds a shard's completions a second at DOWNLOAD_CONNECTIONS / download time: 8
  * sockets held completions to a few hundred a second even from a local stub
@@ -38,18 +39,18 @@ export function guardedAgent (o: GuardedAgentOptions): Agent {
  */
 const DOWNLOAD_CONNECT_TIMEOUT_MS = 15_000
 const DOWNLOAD_CONNECTIONS = 64
-const downloadAgents = new Map<string, Agent>()
+const downloadClients = new Map<string, Client>()
 
 /**
- * The guarded agent of downloads (provider results): one per allowlist for the life of the
- * process, so its sockets are kept alive from one download to the next.
+ * The guarded client of downloads (provider results): one per allowlist for the life of the
+ * thread, so its sockets are kept alive from one download to the next.
  */
-export function downloadAgent (allowlist: readonly string[]): Agent {
+export function downloadClient (allowlist: readonly string[]): Client {
   const k = allowlist.join(',')
-  let a = downloadAgents.get(k)
-  if (a === undefined) {
-    a = guardedAgent({ allowlist, timeoutMs: DOWNLOAD_CONNECT_TIMEOUT_MS, connections: DOWNLOAD_CONNECTIONS })
-    downloadAgents.set(k, a)
+  let c = downloadClients.get(k)
+  if (c === undefined) {
+    c = new Client(guardedConnector({ allowlist, timeoutMs: DOWNLOAD_CONNECT_TIMEOUT_MS }), { maxConnections: DOWNLOAD_CONNECTIONS })
+    downloadClients.set(k, c)
   }
-  return a
+  return c
 }

@@ -1,16 +1,19 @@
 /**
- * One GET of a file (provider results; docs/architecture.md "Providers and media") over undici's
- * `dispatch`: an answer whose declared length is at most `bufferMax` is collected whole in the
- * handler (no stream, no promise per chunk: about half the client CPU of undici's `request` for
- * an image), a longer or undeclared one is handed over as a Readable with backpressure, and the
- * body of any status but 200 is read into nothing.
+ * One GET of a file (provider results; docs/architecture.md "Providers and media") over the
+ * service's HTTP/1.1 client (src/net/h1-client.ts): an answer whose declared length is at most
+ * `bufferMax` is collected whole (no stream, no promise per chunk), a longer or undeclared one is
+ * handed over as a Readable with backpressure (the socket is paused while its reader is
+ * behind), and the body of any status but 200 is read into nothing.
  */
 import { Readable } from 'node:stream'
-import type { Dispatcher } from 'undici'
+import { Client, Exchange, headerRecord, requestWire } from './h1-client.js'
 
 export interface GetOptions {
-  dispatcher: Dispatcher
+  /** The client the request goes through (src/net/agents.ts `downloadClient`: the address policy's). */
+  client: Client
+  /** From sending the request to its status and headers, ms (waiting for a socket included). */
   headersTimeout: number
+  /** The longest wait for the next byte of the body, ms (not counted while a streamed body's reader is behind). */
   bodyTimeout: number
   /** A 200 answer declaring at most this many bytes is collected whole (`whole`). */
   bufferMax: number
@@ -20,8 +23,8 @@ export interface GetOptions {
 
 export interface GetAnswer {
   status: number
-  /** Header names lower-cased, as undici gives them. */
-  headers: Record<string, string | string[] | undefined>
+  /** Header names lower-cased; repeated headers joined with ", ". */
+  headers: Record<string, string>
   /** The declared Content-Length; NaN when there is none. */
   declared: number
   /** A collected body, resolved when it ends (200 within bufferMax). */
@@ -32,49 +35,83 @@ export interface GetAnswer {
   abort (err: Error): void
 }
 
-class GetHandler implements Dispatcher.DispatchHandler {
+/** The body stopped arriving for bodyTimeout. */
+export class BodyTimeout extends Error {
+  readonly code = 'EBODYTIMEOUT'
+  constructor (ms: number) { super(`no byte of the body for ${ms} ms`); this.name = 'BodyTimeout' }
+}
+
+/** The status and headers did not come within headersTimeout. */
+export class HeadersTimeout extends Error {
+  readonly code = 'EHEADERSTIMEOUT'
+  constructor (ms: number) { super(`no answer within ${ms} ms`); this.name = 'HeadersTimeout' }
+}
+
+class GetExchange extends Exchange {
   private chunks: Buffer[] | null = null
   private size = 0
   private stream: Readable | null = null
   private wholeDone: { resolve (b: Buffer): void; reject (e: Error): void } | null = null
   private started = false
   private declared = NaN
+  private paused = false
 
-  constructor (private readonly o: GetOptions, private readonly resolve: (a: GetAnswer) => void, private readonly reject: (e: Error) => void) {}
+  constructor (wire: string, private readonly o: GetOptions, private readonly resolve: (a: GetAnswer) => void, private readonly reject: (e: Error) => void) {
+    super(wire, performance.now() + o.headersTimeout)
+  }
 
-  // undici calls it before the request is sent; the controller comes again with every later call.
-  onRequestStart (): void {}
-
-  onResponseStart (c: Dispatcher.DispatchController, status: number, headers: Record<string, string | string[] | undefined>): void {
+  headers (status: number, head: string): void {
     this.started = true
-    const declared = this.declared = headers['content-length'] === undefined ? NaN : Number(headers['content-length'])
+    this.status = status
+    this.deadline = performance.now() + this.o.bodyTimeout
+    const headers = headerRecord(head)
+    const cl = headers['content-length']
+    const declared = this.declared = cl === undefined ? NaN : Number(cl)
     let whole: Promise<Buffer> | null = null
     if (status === 200 && Number.isFinite(declared) && declared <= this.o.bufferMax) {
       this.chunks = []
       whole = new Promise<Buffer>((resolve, reject) => { this.wholeDone = { resolve, reject } })
       whole.catch(() => {})
     } else if (status === 200) {
-      this.stream = new Readable({ read: () => c.resume(), destroy: (err, cb) => { if (!c.aborted) c.abort(err ?? new Error('download stopped')); cb(err) } })
+      this.stream = new Readable({
+        read: () => {
+          if (!this.paused) return
+          this.paused = false
+          this.deadline = performance.now() + this.o.bodyTimeout
+          this.conn?.resume()
+        },
+        destroy: (err, cb) => { if (!this.ended) this.o.client.cancel(this, err ?? new Error('download stopped')); cb(err) },
+      })
       // A stream ended with an error nobody reads (the caller gave up on it) must not become an
       // uncaught exception; a reader still gets the error.
       this.stream.on('error', () => {})
     }
-    this.resolve({ status, headers, declared, whole, stream: this.stream, abort: (err) => { if (!c.aborted) c.abort(err) } })
+    this.resolve({ status, headers, declared, whole, stream: this.stream, abort: (err) => { if (!this.ended) this.o.client.cancel(this, err) } })
   }
 
-  onResponseData (c: Dispatcher.DispatchController, chunk: Buffer): void {
+  body (buf: Buffer, at: number, n: number): void {
+    if (n === 0) return
+    const piece = at === 0 && n === buf.length ? buf : buf.subarray(at, at + n)
     if (this.stream !== null) {
-      if (!this.stream.push(chunk)) c.pause()
+      if (!this.stream.push(piece) && !this.paused) {
+        this.paused = true
+        this.deadline = Infinity // the reader is behind, not the sender
+        this.conn?.pause()
+      } else if (!this.paused) this.deadline = performance.now() + this.o.bodyTimeout
       return
     }
     if (this.chunks === null) return
-    this.size += chunk.length
+    this.size += n
     const err = this.o.check(this.size, this.declared)
-    if (err !== null) { this.fail(err); c.abort(err); return }
-    this.chunks.push(chunk)
+    if (err !== null) { this.o.client.cancel(this, err); return }
+    this.chunks.push(piece)
+    this.deadline = performance.now() + this.o.bodyTimeout
   }
 
-  onResponseEnd (): void {
+  finish (): void {
+    if (this.ended) return
+    this.ended = true
+    if (this.paused) { this.paused = false; this.conn?.resume() } // the socket serves the next request
     if (this.stream !== null) { this.stream.push(null); return }
     if (this.chunks === null || this.wholeDone === null) return
     const c = this.chunks
@@ -83,9 +120,13 @@ class GetHandler implements Dispatcher.DispatchHandler {
     this.wholeDone = null
   }
 
-  onResponseError (_c: Dispatcher.DispatchController, err: Error): void { this.fail(err) }
+  cut (cause: Error): void { this.fail(new Error(`the download was cut short: ${cause.message}`)) }
 
-  private fail (err: Error): void {
+  fail (cause: unknown): void {
+    if (this.ended) return
+    this.ended = true
+    let err = cause instanceof Error ? cause : new Error(String(cause))
+    if (err.name === 'DeadlineExceeded') err = this.started ? new BodyTimeout(this.o.bodyTimeout) : new HeadersTimeout(this.o.headersTimeout)
     if (!this.started) { this.started = true; this.reject(err); return }
     if (this.stream !== null) { if (!this.stream.destroyed) this.stream.destroy(err); return }
     this.chunks = null
@@ -97,11 +138,9 @@ class GetHandler implements Dispatcher.DispatchHandler {
 /** Resolves when the answer's status and headers are in; network errors before that reject. */
 export function get (url: URL, o: GetOptions): Promise<GetAnswer> {
   return new Promise<GetAnswer>((resolve, reject) => {
-    try {
-      o.dispatcher.dispatch({ origin: url.origin, path: url.pathname + url.search, method: 'GET', headersTimeout: o.headersTimeout, bodyTimeout: o.bodyTimeout },
-        new GetHandler(o, resolve, reject))
-    } catch (err) {
-      reject(err as Error)
-    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') { reject(new Error(`unsupported scheme ${url.protocol}`)); return }
+    const wire = requestWire('GET', url.pathname + url.search, url.host, {}, undefined)
+    if (wire === null) { reject(new Error('a bad request line')); return }
+    o.client.send(url.origin, new GetExchange(wire, o, resolve, reject))
   })
 }

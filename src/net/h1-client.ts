@@ -1,18 +1,22 @@
 /**
- * The webhook POST client: HTTP/1.1 written for the one request the delivery pool
- * sends, over the address-policy connector (src/net/dns-guard.ts `guardedConnector`). A request
- * is one string (head and body) written with one `write`; an answer is parsed in place (status
- * line, five headers, a Content-Length, chunked or until-close body) with no object per header
- * and no stream, promise or timer per request. Measured against undici's `dispatch` on the same
- * receiver: 41 against 64 µs of client CPU per POST (docs/decisions.md "Webhook HTTP client").
+ * The service's own HTTP/1.1 client, over a connector (undici's `buildConnector`, or the
+ * address-policy one of src/net/dns-guard.ts `guardedConnector`): webhook POSTs (`Post`, through
+ * src/webhooks/delivery-send.ts), provider API calls (src/net/json-client.ts) and result
+ * downloads (src/net/get.ts). A request is one string (head and body) written with one `write`;
+ * an answer is parsed in place (status line, a few headers, a Content-Length, chunked or
+ * until-close body) with no object per header and no stream, promise or timer per request.
+ * Measured against undici's `dispatch` on the same receiver: 41 against 64 µs of client CPU
+ * per webhook POST, 20 against 47 µs per provider JSON call (docs/decisions.md "Webhook HTTP
+ * client", "Provider calls and downloads on the own HTTP/1.1 client").
  *
  * Per origin at most MAX_CONNECTIONS sockets (unless the Origin says otherwise), each with at most PIPELINING requests written
  * ahead (HTTP/1.1 pipelining, docs/decisions.md "Webhook HTTP client") once it has answered one
  * and stayed open; an idle socket is used first, then a new one, then the least loaded. A
  * request that got no byte of its answer when its socket closed is sent again on another
- * socket: always when it was queued behind another request, once when it was first on a
- * socket that had answered before (the receiver closed it as we wrote); the receiver dedupes
- * on X-Service-Delivery (docs/api.md "Webhooks").
+ * socket if it may be (`Exchange.resendable`: webhook POSTs, which the receiver dedupes on
+ * X-Service-Delivery, docs/api.md "Webhooks", and GETs): always when it was queued behind
+ * another request, once when it was first on a socket that had answered before (the receiver
+ * closed it as we wrote). A request that may not be resent (a provider submit) fails instead.
  */
 import type { Socket } from 'node:net'
 import type { buildConnector } from 'undici'
@@ -51,8 +55,13 @@ const CRLFCRLF = Buffer.from('\r\n\r\n')
 
 const enum State { Head, Length, ChunkSize, ChunkData, ChunkEnd, Trailers, UntilClose }
 
-/** One POST: its bytes, its deadline and what its answer showed so far. */
-export class Post {
+/**
+ * One request on an Origin: its bytes, its deadline and what its answer showed so far. A Conn
+ * drives it: `headers` once the final status and headers are in, `body` per piece of the body,
+ * then exactly one of `finish` (the answer is complete), `cut` (the socket closed after the
+ * status, before the end of a delimited body) or `fail` (no answer).
+ */
+export abstract class Exchange {
   origin: Origin | null = null
   conn: Conn | null = null
   /** A byte of its answer arrived. */
@@ -60,13 +69,31 @@ export class Post {
   resent = false
   ended = false
   status = 0
+
+  /** `resendable`: it may be written again on another socket when its own closed before any byte of its answer (see the header). */
+  constructor (readonly wire: string, public deadline: number, readonly resendable = true) {}
+
+  /** The final status and the head (status line and header lines, CRLF-separated); `location` read already. */
+  abstract headers (status: number, head: string, location: string | null): void
+  /** `n` bytes of the body at `at` in `buf` (a fresh buffer the exchange may keep a view of). */
+  abstract body (buf: Buffer, at: number, n: number): void
+  /** The answer is complete. */
+  abstract finish (): void
+  /** The socket closed after the status, before the end of a delimited body. */
+  abstract cut (cause: Error): void
+  /** No answer. */
+  abstract fail (cause: unknown): void
+}
+
+/** One webhook POST: a status (with a snippet of a non-2xx body) or an error. */
+export class Post extends Exchange {
   private location: string | null = null
   private chunks: Buffer[] | null = null
   private bytes = 0
 
-  constructor (readonly wire: string, readonly deadline: number, private readonly done: (r: SendResult) => void) {}
+  constructor (wire: string, deadline: number, private readonly done: (r: SendResult) => void) { super(wire, deadline) }
 
-  headers (status: number, location: string | null): void {
+  headers (status: number, _head: string, location: string | null): void {
     this.status = status
     if (status >= 300) { this.chunks = []; this.location = location }
   }
@@ -91,6 +118,9 @@ export class Post {
     this.end({ statusCode: code, error })
   }
 
+  /** A delivery's verdict is its status: an answer cut short still counts as that status. */
+  cut (): void { this.finish() }
+
   fail (cause: unknown): void { this.end({ statusCode: null, error: null, cause }) }
 
   private end (r: SendResult): void {
@@ -102,7 +132,7 @@ export class Post {
 
 /** One socket to an origin and the requests written to it, answered in order. */
 export class Conn {
-  readonly pending: Post[] = []
+  readonly pending: Exchange[] = []
   socket: Socket | null = null
   closed = false
   /** destroy() was called: no more reads, writes or new requests. */
@@ -125,7 +155,7 @@ export class Conn {
 
   constructor (readonly origin: Origin) {}
 
-  push (p: Post): void {
+  push (p: Exchange): void {
     p.conn = this
     this.pending.push(p)
     if (this.socket !== null) this.socket.write(p.wire)
@@ -140,6 +170,10 @@ export class Conn {
     for (const p of this.pending) socket.write(p.wire)
     this.idleSince = performance.now()
   }
+
+  /** Stops reading the socket (a streamed body's reader is behind); `resume` reads on. */
+  pause (): void { this.socket?.pause() }
+  resume (): void { if (!this.dead) this.socket?.resume() }
 
   destroy (err?: Error): void {
     if (err !== undefined) this.error ??= err
@@ -173,6 +207,7 @@ export class Conn {
         case State.ChunkData: {
           const n = Math.min(this.remaining, buf.length - at)
           post.body(buf, at, n)
+          if (this.dead) return // the exchange gave up on its answer (a size cap)
           at += n
           this.remaining -= n
           if (this.remaining === 0) {
@@ -216,7 +251,7 @@ export class Conn {
   }
 
   /** Reads a status line and headers; null when fine, else what is wrong. */
-  private head (post: Post, head: string): string | null {
+  private head (post: Exchange, head: string): string | null {
     if (!head.startsWith('HTTP/1.') || head.length < 12) return 'not an HTTP/1.x answer'
     const status = Number(head.slice(9, 12))
     if (!Number.isInteger(status) || status < 100 || (head.length > 12 && head.charCodeAt(12) !== 32 && head.charCodeAt(12) !== 13)) {
@@ -248,7 +283,8 @@ export class Conn {
       }
     }
     if (status < 200) return status === 101 ? 'an unexpected protocol switch' : null // 1xx: the final answer follows
-    post.headers(status, location)
+    post.headers(status, head, location)
+    if (this.dead) return null // the exchange gave up on its answer
     this.keepAlive = head.charCodeAt(7) === 48 ? connection.includes('keep-alive') : !connection.includes('close')
     if (status === 204 || status === 304) this.complete(post)
     else if (chunked) this.state = State.ChunkSize
@@ -257,7 +293,7 @@ export class Conn {
     return null
   }
 
-  private complete (post: Post): void {
+  private complete (post: Exchange): void {
     this.pending.shift()
     this.state = State.Head
     // Before the caller hears of it: its callback may send the next request at once, which
@@ -275,13 +311,16 @@ export class Conn {
     this.dead = true
     this.origin.remove(this)
     const err = this.error ?? new ConnectionClosedError()
-    const resend: Post[] = []
+    const resend: Exchange[] = []
     for (let i = 0; i < this.pending.length; i++) {
       const p = this.pending[i]
       if (p.ended) continue
       p.conn = null
-      if (p.status >= 200) p.finish()
-      else if (this.socket !== null && !p.answered && (i > 0 || (this.reused && !p.resent))) {
+      if (p.status >= 200) {
+        // A body that runs until close ends here; any other was cut short.
+        if (i === 0 && this.state === State.UntilClose) p.finish()
+        else p.cut(err)
+      } else if (this.socket !== null && !p.answered && p.resendable && (i > 0 || (this.reused && !p.resent))) {
         // Behind another request: sent again whatever happened (the one ahead of it progressed).
         // At the head of a kept-alive socket: once (the receiver closed it as we wrote).
         if (i === 0) p.resent = true
@@ -300,7 +339,7 @@ export class Origin {
   /** Requests written ahead per socket; 1 once the receiver has closed a socket after an answer. */
   pipelining = PIPELINING
   readonly conns: Conn[] = []
-  readonly queue: Post[] = []
+  readonly queue: Exchange[] = []
   private readonly target: { protocol: string; hostname: string; host: string; port: string }
 
   /** `maxConnections`: sockets this origin may open (MAX_CONNECTIONS unless said otherwise). */
@@ -310,14 +349,14 @@ export class Origin {
     this.target = { protocol: u.protocol, hostname, host: u.host, port: u.port || (u.protocol === 'https:' ? '443' : '80') }
   }
 
-  send (p: Post): void {
+  send (p: Exchange): void {
     p.origin = this
     this.queue.push(p)
     this.pump()
   }
 
   /** A socket closed: its unanswered requests go first, and its place may take a new socket. */
-  requeue (posts: Post[]): void {
+  requeue (posts: Exchange[]): void {
     if (posts.length > 0) this.queue.unshift(...posts)
     this.pump()
   }
@@ -331,7 +370,7 @@ export class Origin {
       }
       if ((best === null || best.pending.length > 0) && this.conns.length < this.maxConnections) best = this.open()
       if (best === null) return
-      best.push(this.queue.shift() as Post)
+      best.push(this.queue.shift() as Exchange)
     }
   }
 
@@ -341,7 +380,7 @@ export class Origin {
   }
 
   /** Cancels a request: out of the queue, or its socket closed (the requests behind it are resent). */
-  cancel (p: Post, reason: Error): void {
+  cancel (p: Exchange, reason: Error): void {
     if (p.ended) return
     const conn = p.conn
     if (conn === null) {
@@ -373,4 +412,106 @@ export class Origin {
     })
     return c
   }
+}
+
+/** How often a Client checks its requests' deadlines and closes idle sockets (the granularity of their timeouts). */
+export const SWEEP_MS = 100
+
+/**
+ * Requests to any origin over one connector (provider API calls, result downloads): the
+ * origins' sockets, the requests in flight and their deadlines, checked by one interval timer
+ * while anything is in flight or a socket is open, not a timer per request.
+ */
+export class Client {
+  private readonly origins = new Map<string, Origin>()
+  private readonly live = new Set<Exchange>()
+  private sweeper: NodeJS.Timeout | null = null
+
+  /** `maxConnections` and `pipelining` per origin (MAX_CONNECTIONS and 1: no request written ahead unless given). */
+  constructor (private readonly connector: Connector, private readonly o: { maxConnections?: number; pipelining?: number } = {}) {}
+
+  /** Requests not ended yet. */
+  get inFlight (): number { return this.live.size }
+
+  /** Sends `x` to `origin` (scheme, host and port: a URL's `origin`). */
+  send (origin: string, x: Exchange): void {
+    let o = this.origins.get(origin)
+    if (o === undefined) {
+      o = new Origin(origin, this.connector, this.o.maxConnections)
+      o.pipelining = this.o.pipelining ?? 1
+      this.origins.set(origin, o)
+    }
+    this.live.add(x)
+    if (this.sweeper === null) { this.sweeper = setInterval(() => this.sweep(), SWEEP_MS); this.sweeper.unref() }
+    o.send(x)
+  }
+
+  /** Ends `x` with `reason` (out of its queue, or its socket closed). */
+  cancel (x: Exchange, reason: Error): void {
+    this.live.delete(x)
+    if (x.origin !== null) x.origin.cancel(x, reason)
+    else x.fail(reason)
+  }
+
+  /** Ends every request with `reason` and closes every socket. */
+  close (reason: Error): void {
+    for (const x of [...this.live]) this.cancel(x, reason)
+    for (const o of this.origins.values()) for (const c of [...o.conns]) c.destroy(reason)
+    this.origins.clear()
+  }
+
+  private sweep (): void {
+    const now = performance.now()
+    for (const x of this.live) {
+      if (x.ended) this.live.delete(x)
+      else if (x.deadline <= now) this.cancel(x, new DeadlineExceeded())
+    }
+    for (const [k, o] of this.origins) {
+      o.sweep(now)
+      if (o.idle) this.origins.delete(k)
+    }
+    if (this.live.size === 0 && this.origins.size === 0 && this.sweeper !== null) { clearInterval(this.sweeper); this.sweeper = null }
+  }
+}
+
+/** A Client request passed its deadline (the exchange says which: its own timeout message). */
+export class DeadlineExceeded extends Error {
+  readonly code = 'EDEADLINE'
+  constructor () { super('deadline exceeded'); this.name = 'DeadlineExceeded' }
+}
+
+/** Header names and values a request may carry: no CR, LF or NUL (they would split the request). */
+const UNSAFE_HEADER = /[\r\n\0]/
+
+/**
+ * The bytes of a request: `path` from a parsed URL (the WHATWG parser escapes what would break
+ * the request line), `host` its host, `headers` a flat record. Null when a header name or value
+ * could split the request.
+ */
+export function requestWire (method: string, path: string, host: string, headers: Record<string, string>, body: string | undefined): string | null {
+  let wire = `${method} ${path} HTTP/1.1\r\nhost: ${host}\r\n`
+  for (const k in headers) {
+    const v = headers[k]
+    if (UNSAFE_HEADER.test(k) || UNSAFE_HEADER.test(v) || k === '' || k.includes(':')) return null
+    wire += `${k}: ${v}\r\n`
+  }
+  if (body !== undefined) wire += `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+  else wire += '\r\n'
+  return wire
+}
+
+/** The header lines of a head (status line first) as a record: names lower-cased, repeated ones joined with ", ". */
+export function headerRecord (head: string): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (let i = head.indexOf('\r\n'); i >= 0;) {
+    const next = head.indexOf('\r\n', i + 2)
+    const line = head.slice(i + 2, next < 0 ? head.length : next)
+    i = next
+    const colon = line.indexOf(':')
+    if (colon <= 0) continue
+    const name = line.slice(0, colon).trim().toLowerCase()
+    const value = line.slice(colon + 1).trim()
+    out[name] = out[name] === undefined ? value : `${out[name]}, ${value}`
+  }
+  return out
 }

@@ -1,12 +1,13 @@
 /**
  * The JSON client of provider API calls (docs/architecture.md "Providers and media"): one
- * request over undici with a whole-request timeout and the caller's signal, the answer
- * read up to a size cap, its headers flattened and its body parsed when it is JSON. Two errors,
- * one per failure: NoAnswer (no complete answer: network error, reset, timeout, abort) and
- * AnswerTooLarge. What a status means is the caller's business (src/providers/http.ts).
+ * request over the service's HTTP/1.1 client (src/net/h1-client.ts) with a whole-request
+ * timeout and the caller's signal, the answer read up to a size cap, its headers flattened and
+ * its body parsed when it is JSON. Two errors, one per failure: NoAnswer (no complete answer:
+ * network error, reset, timeout, abort) and AnswerTooLarge. What a status means is the caller's
+ * business (src/providers/http.ts).
  */
-import { getGlobalDispatcher, type Dispatcher } from 'undici'
-
+import { buildConnector } from 'undici'
+import { Client, Exchange, headerRecord, requestWire } from './h1-client.js'
 /**
  * A provider's JSON (an answer, a callback body, an upstream schema document) as the adapters read
  * it: field by field, each read checked where it matters (typeof, Array.isArray). `any` on purpose:
@@ -34,8 +35,8 @@ export interface JsonRequest {
   timeoutMs: number
   /** Answers longer than this fail with AnswerTooLarge. */
   maxBytes: number
-  /** An undici dispatcher (default: undici's global one). */
-  dispatcher?: Dispatcher
+  /** The client the request goes through (default: this thread's provider client, `providerClient`). */
+  client?: Client
 }
 
 /** No complete answer: `message` says why (`no answer within N ms`, `aborted`, or the network error). */
@@ -49,97 +50,103 @@ export class AnswerTooLarge extends Error {
   constructor (readonly status: number, readonly maxBytes: number) { super(`answer larger than ${maxBytes} bytes`) }
 }
 
-/** How often the in-flight requests' deadlines are checked (the granularity of timeoutMs). */
-const SWEEP_MS = 100
+/** Connect timeout of provider API sockets, ms (a request's own timeout bounds it too). */
+const CONNECT_TIMEOUT_MS = 10_000
+/**
+ * Sockets per provider origin. No request is written ahead on a socket: a provider submit may
+ * not be sent twice, and a request queued behind another on a socket that closes could have been
+ * read already.
+ */
+export const PROVIDER_CONNECTIONS = 64
+let shared: Client | null = null
 
-/** One request in flight: its deadline and how to end it. */
-interface InFlight { deadline: number; expire (): void }
-const inFlight = new Set<InFlight>()
-let sweeper: NodeJS.Timeout | null = null
-
-function sweep (): void {
-  const now = Date.now()
-  for (const r of inFlight) if (r.deadline <= now) r.expire()
-  if (inFlight.size === 0 && sweeper !== null) { clearInterval(sweeper); sweeper = null }
+/** This thread's client of provider API calls (operator-configured base URLs: no address guard, docs/architecture.md "Address policy"). */
+export function providerClient (): Client {
+  return (shared ??= new Client(buildConnector({ timeout: CONNECT_TIMEOUT_MS }), { maxConnections: PROVIDER_CONNECTIONS }))
 }
 
-function flatten (h: Record<string, string | string[] | undefined>): Record<string, string> {
-  const flat: Record<string, string> = {}
-  for (const k in h) {
-    const v = h[k]
-    if (v !== undefined) flat[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v
+/** One provider call: its answer collected up to the cap, then parsed. */
+class JsonExchange extends Exchange {
+  private readonly chunks: Buffer[] = []
+  private size = 0
+  private head = ''
+  private signal: AbortSignal | undefined = undefined
+
+  constructor (
+    wire: string, deadline: number, resendable: boolean, private readonly client: Client,
+    private readonly o: JsonRequest, private readonly resolve: (a: JsonAnswer) => void, private readonly reject: (e: Error) => void,
+  ) { super(wire, deadline, resendable) }
+
+  /** Ends it when `signal` aborts (before it is sent, or while it waits for its answer). */
+  watch (signal: AbortSignal | undefined): void {
+    if (signal === undefined) return
+    this.signal = signal
+    signal.addEventListener('abort', this.onAbort, { once: true })
   }
-  return flat
+
+  private readonly onAbort = (): void => { this.client.cancel(this, new NoAnswer('aborted')) }
+
+  headers (status: number, head: string): void {
+    this.status = status
+    this.head = head
+  }
+
+  body (buf: Buffer, at: number, n: number): void {
+    this.size += n
+    if (this.size > this.o.maxBytes) { this.client.cancel(this, new AnswerTooLarge(this.status, this.o.maxBytes)); return }
+    this.chunks.push(at === 0 && n === buf.length ? buf : buf.subarray(at, at + n))
+  }
+
+  finish (): void {
+    if (this.ended) return
+    const c = this.chunks
+    const text = c.length === 0 ? '' : (c.length === 1 ? c[0] : Buffer.concat(c, this.size)).toString('utf8')
+    let json: JsonAnswer['json'] = null
+    if (text.length > 0) { try { json = JSON.parse(text) } catch { json = null } }
+    this.settle()
+    this.resolve({ status: this.status, headers: headerRecord(this.head), json, text })
+  }
+
+  cut (cause: Error): void { this.fail(new NoAnswer(`the answer was cut short: ${cause.message}`)) }
+
+  fail (cause: unknown): void {
+    if (this.ended) return
+    this.settle()
+    if (cause instanceof AnswerTooLarge || cause instanceof NoAnswer) { this.reject(cause); return }
+    const e = cause as Error
+    this.reject(new NoAnswer(e?.name === 'DeadlineExceeded' ? `no answer within ${this.o.timeoutMs} ms` : (e?.message ?? String(cause))))
+  }
+
+  private settle (): void {
+    this.ended = true
+    this.signal?.removeEventListener('abort', this.onAbort)
+  }
 }
 
 /**
  * One request; resolves with any HTTP status. `accept: application/json` unless the caller's
- * headers say otherwise. Sent with undici's `dispatch` and a handler that collects the answer
- * (no stream, no promise per chunk); the whole-request timeout is a deadline that one interval
- * timer of the thread checks for every request in flight, not a timer and a signal per request
- * (docs/decisions.md "Provider calls without a timer each"). A request still waiting for a socket
- * at its deadline ends too.
+ * headers say otherwise. The whole-request timeout (waiting for a socket included) is a deadline
+ * the client's one sweep checks for every request in flight, not a timer and a signal per
+ * request (docs/decisions.md "Provider calls without a timer each"). Only a GET is sent again
+ * when a kept-alive socket closed before any byte of its answer (src/net/h1-client.ts).
  */
 export function requestJson (method: 'GET' | 'POST' | 'PUT', url: string, o: JsonRequest): Promise<JsonAnswer> {
-  const headers: Record<string, string> = { accept: 'application/json', ...o.headers }
-  let body: string | undefined
-  if (o.json !== undefined) {
-    body = JSON.stringify(o.json)
-    headers['content-type'] = 'application/json'
-  }
   return new Promise<JsonAnswer>((resolve, reject) => {
     let u: URL
     try { u = new URL(url) } catch (err) { reject(new NoAnswer((err as Error).message)); return }
-    let controller: Dispatcher.DispatchController | null = null
-    let done = false
-    let status = 0
-    let answerHeaders: Record<string, string> = {}
-    const chunks: Buffer[] = []
-    let size = 0
-    const signal = o.signal
-    const end = (err: Error | null, answer?: JsonAnswer): void => {
-      if (done) return
-      done = true
-      inFlight.delete(entry)
-      signal?.removeEventListener('abort', onAbort)
-      if (err === null) { resolve(answer!); return }
-      reject(err)
-      // Ends the exchange on our side too: a request still queued is aborted when it starts.
-      controller?.abort(err)
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') { reject(new NoAnswer(`unsupported scheme ${u.protocol}`)); return }
+    if (o.signal?.aborted) { reject(new NoAnswer('aborted')); return }
+    const headers: Record<string, string> = { accept: 'application/json', ...o.headers }
+    let body: string | undefined
+    if (o.json !== undefined) {
+      body = JSON.stringify(o.json)
+      headers['content-type'] = 'application/json'
     }
-    const entry: InFlight = { deadline: Date.now() + o.timeoutMs, expire: () => end(new NoAnswer(`no answer within ${o.timeoutMs} ms`)) }
-    const onAbort = (): void => end(new NoAnswer('aborted'))
-    if (signal?.aborted) { onAbort(); return }
-    signal?.addEventListener('abort', onAbort, { once: true })
-    inFlight.add(entry)
-    if (sweeper === null) { sweeper = setInterval(sweep, SWEEP_MS); sweeper.unref() }
-    const dispatcher = o.dispatcher ?? getGlobalDispatcher()
-    try {
-      dispatcher.dispatch({ origin: u.origin, path: u.pathname + u.search, method, headers, body, headersTimeout: o.timeoutMs, bodyTimeout: o.timeoutMs }, {
-        onRequestStart (c) {
-          controller = c
-          if (done) c.abort(new NoAnswer('ended before it was sent'))
-        },
-        onResponseStart (_c, statusCode, h) {
-          status = statusCode
-          answerHeaders = flatten(h)
-        },
-        onResponseData (_c, chunk) {
-          if (done) return
-          size += chunk.length
-          if (size > o.maxBytes) { end(new AnswerTooLarge(status, o.maxBytes)); return }
-          chunks.push(chunk)
-        },
-        onResponseEnd () {
-          const text = (chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size)).toString('utf8')
-          let json: JsonAnswer['json'] = null
-          if (text.length > 0) { try { json = JSON.parse(text) } catch { json = null } }
-          end(null, { status, headers: answerHeaders, json, text })
-        },
-        onResponseError (_c, err) { end(new NoAnswer(err.message)) },
-      })
-    } catch (err) {
-      end(new NoAnswer((err as Error).message))
-    }
+    const wire = requestWire(method, u.pathname + u.search, u.host, headers, body)
+    if (wire === null) { reject(new NoAnswer('a request header holds a line break')); return }
+    const client = o.client ?? providerClient()
+    const x = new JsonExchange(wire, performance.now() + o.timeoutMs, method === 'GET', client, o, resolve, reject)
+    x.watch(o.signal)
+    client.send(u.origin, x)
   })
 }

@@ -9,17 +9,17 @@
  * Adapters read the status themselves where a non-2xx means something else (fal's result of a
  * failed request), and call `raiseForStatus` otherwise.
  */
-import type { Dispatcher } from 'undici'
+import type { Client } from '../net/h1-client.js'
 import { AnswerTooLarge, requestJson, type JsonAnswer } from '../net/json-client.js'
 import { UpstreamRefused, UpstreamUnavailable } from './upstream.js'
 import { budgetOf } from './budget.js'
 
-/** Transport settings an adapter takes in its constructor (tests pass a dispatcher or short timeouts). */
+/** Transport settings an adapter takes in its constructor (tests pass a client or short timeouts). */
 export interface HttpSettings {
   /** Per-request timeout in ms (default 15000). */
   timeoutMs?: number
-  /** An undici dispatcher (default: the global one). */
-  dispatcher?: Dispatcher
+  /** The HTTP client (default: the thread's provider client, src/net/json-client.ts `providerClient`). */
+  client?: Client
 }
 
 /** A provider's answer (src/net/json-client.ts): status, lower-cased headers, parsed JSON or null, text. */

@@ -1,6 +1,6 @@
 import { Readable, Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { downloadAgent } from '../net/agents.js'
+import { downloadClient } from '../net/agents.js'
 import { get } from '../net/get.js'
 import type { Storage } from '../storage/storage.js'
 import { sniff } from './sniff.js'
@@ -18,7 +18,7 @@ export interface ResultRules {
   maxBytes: number
   /**
    * Whole download, ms (RESULT_TIMEOUT_MS, default 10 min): checked as each chunk of the body
-   * arrives (no timer per download), so a body that stops altogether ends at undici's body
+   * arrives (no timer per download), so a body that stops altogether ends at the client's body
    * timeout (60 s) at the latest: a download lasts at most timeoutMs + 60 s.
    */
   timeoutMs: number
@@ -84,7 +84,7 @@ async function fetchOnce (storage: Storage, base: string, kind: string, url: str
     if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new ResultRejected(`result URL scheme ${u.protocol} not allowed`)
     const bufferMax = Math.min(BUFFERED_MAX, rules.maxBytes)
     const res = await get(u, {
-      dispatcher: downloadAgent(rules.allowlist),
+      client: downloadClient(rules.allowlist),
       headersTimeout: 30_000,
       bodyTimeout: 60_000,
       bufferMax,

@@ -4,7 +4,8 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { Agent } from 'undici'
+import { buildConnector } from 'undici'
+import { Client } from '../../src/net/h1-client.js'
 import { get, type GetOptions } from '../../src/net/get.js'
 
 const big = Buffer.alloc(300_000, 7)
@@ -17,10 +18,10 @@ const server = createServer((req, res) => {
 })
 await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
 const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-const agent = new Agent({ connections: 4 })
-t.teardown(async () => { await agent.close(); server.close() })
+const client = new Client(buildConnector({}), { maxConnections: 4 })
+t.teardown(() => { client.close(new Error('test over')); server.close() })
 const opts = (o: Partial<GetOptions> = {}): GetOptions => ({
-  dispatcher: agent, headersTimeout: 5000, bodyTimeout: 5000, bufferMax: 1000, check: () => null, ...o,
+  client, headersTimeout: 5000, bodyTimeout: 5000, bufferMax: 1000, check: () => null, ...o,
 })
 
 async function readAll (s: NodeJS.ReadableStream): Promise<Buffer> {

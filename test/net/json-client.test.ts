@@ -4,7 +4,8 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { Agent } from 'undici'
+import { buildConnector } from 'undici'
+import { Client } from '../../src/net/h1-client.js'
 import { AnswerTooLarge, NoAnswer, requestJson } from '../../src/net/json-client.js'
 
 const server = createServer((req, res) => {
@@ -58,13 +59,13 @@ t.test('no answer: timeout, the caller\'s abort, a refused connection', async t 
 })
 
 t.test('a request still waiting for a socket ends at its deadline too; the others are unaffected', async t => {
-  const one = new Agent({ connections: 1 })
-  t.teardown(() => one.destroy())
-  const hung = requestJson('GET', `${base}/hang`, { timeoutMs: 3000, maxBytes: 1000, dispatcher: one }).catch((x: unknown) => x)
-  const queued = await requestJson('GET', `${base}/text`, { timeoutMs: 100, maxBytes: 1000, dispatcher: one }).catch((x: unknown) => x)
+  const one = new Client(buildConnector({}), { maxConnections: 1 })
+  t.teardown(() => one.close(new Error('test over')))
+  const hung = requestJson('GET', `${base}/hang`, { timeoutMs: 3000, maxBytes: 1000, client: one }).catch((x: unknown) => x)
+  const queued = await requestJson('GET', `${base}/text`, { timeoutMs: 100, maxBytes: 1000, client: one }).catch((x: unknown) => x)
   t.type(queued, NoAnswer)
   t.equal((queued as Error).message, 'no answer within 100 ms', 'queued behind a request that never answers')
   t.equal(((await hung) as Error).message, 'no answer within 3000 ms', 'the first ends at its own deadline')
-  const after = await requestJson('GET', `${base}/text`, { timeoutMs: 2000, maxBytes: 1000, dispatcher: one })
+  const after = await requestJson('GET', `${base}/text`, { timeoutMs: 2000, maxBytes: 1000, client: one })
   t.equal(after.text, 'not json', 'the socket is free again')
 })

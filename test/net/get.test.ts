@@ -42,6 +42,17 @@ t.test('a declared body within bufferMax is collected whole; a larger or undecla
   t.equal((await readAll(chunked.stream!)).toString(), 'ab')
 })
 
+t.test('a streamed body read slowly pauses the socket, which then serves the next request', async t => {
+  const slow = await get(new URL(`${base}/big`), opts())
+  const parts: Buffer[] = []
+  for await (const c of slow.stream!) {
+    parts.push(c as Buffer)
+    await new Promise(resolve => setImmediate(resolve)) // a reader slower than loopback
+  }
+  t.same(Buffer.concat(parts), big, 'every byte, in order')
+  t.equal((await (await get(new URL(`${base}/small`), opts())).whole!).toString(), 'hello', 'the socket reads again')
+})
+
 t.test('another status: headers only, the body read into nothing, the socket reused', async t => {
   const moved = await get(new URL(`${base}/moved`), opts())
   t.same([moved.status, moved.headers.location, moved.whole, moved.stream], [302, '/small', null, null])

@@ -8,7 +8,11 @@ import { buildConnector } from 'undici'
 import { Client } from '../../src/net/h1-client.js'
 import { AnswerTooLarge, NoAnswer, requestJson } from '../../src/net/json-client.js'
 
+const perSocket = new WeakMap<object, number>()
+let posts = 0
 const server = createServer((req, res) => {
+  const nth = (perSocket.get(req.socket) ?? 0) + 1
+  perSocket.set(req.socket, nth)
   let body = ''
   req.on('data', (c: Buffer) => { body += c.toString() })
   req.on('end', () => {
@@ -19,6 +23,11 @@ const server = createServer((req, res) => {
     } else if (req.url === '/text') res.end('not json')
     else if (req.url === '/big') res.end('x'.repeat(5000))
     else if (req.url === '/hang') { /* never answers */ }
+    else if (req.url === '/second-dropped') {
+      if (req.method === 'POST') posts++
+      if (nth === 2) req.socket.destroy() // the kept-alive socket closes as the request arrives
+      else res.end('{"ok":true}')
+    } else if (req.url === '/cut') { res.writeHead(200, { 'content-length': '100' }); res.write('{"partial":'); setImmediate(() => req.socket.destroy()) }
   })
 })
 await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
@@ -68,4 +77,28 @@ t.test('a request still waiting for a socket ends at its deadline too; the other
   t.equal(((await hung) as Error).message, 'no answer within 3000 ms', 'the first ends at its own deadline')
   const after = await requestJson('GET', `${base}/text`, { timeoutMs: 2000, maxBytes: 1000, client: one })
   t.equal(after.text, 'not json', 'the socket is free again')
+})
+
+t.test('a kept-alive socket closing unanswered: a GET is sent again, a POST is not (it may have been acted on)', async t => {
+  const one = new Client(buildConnector({}), { maxConnections: 1 })
+  t.teardown(() => one.close(new Error('test over')))
+  t.equal((await requestJson('GET', `${base}/second-dropped`, { timeoutMs: 2000, maxBytes: 1000, client: one })).text, '{"ok":true}')
+  const again = await requestJson('GET', `${base}/second-dropped`, { timeoutMs: 2000, maxBytes: 1000, client: one })
+  t.same(again.json, { ok: true }, 'the GET answered on a new socket')
+  posts = 0
+  const post = await requestJson('POST', `${base}/second-dropped`, { json: { a: 1 }, timeoutMs: 2000, maxBytes: 1000, client: one }).catch((x: unknown) => x)
+  t.type(post, NoAnswer, 'the POST fails: the caller decides (an upstream lookup for a submit)')
+  t.equal(posts, 1, 'the receiver saw it once')
+})
+
+t.test('an answer cut short after its status is NoAnswer, not a partial body', async t => {
+  const e = await requestJson('GET', `${base}/cut`, { timeoutMs: 2000, maxBytes: 1000 }).catch((x: unknown) => x)
+  t.type(e, NoAnswer)
+  t.match((e as Error).message, /cut short/)
+})
+
+t.test('a header value with a line break is refused before anything is sent', async t => {
+  const e = await requestJson('GET', `${base}/text`, { headers: { authorization: 'Key a\r\nx-evil: 1' }, timeoutMs: 2000, maxBytes: 1000 }).catch((x: unknown) => x)
+  t.type(e, NoAnswer)
+  t.match((e as Error).message, /line break/)
 })

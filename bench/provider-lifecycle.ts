@@ -19,7 +19,7 @@ import type { Request } from 'autocannon'
 import postgres from 'postgres'
 import { startBaseline, startFalStubProcess, type BaselineProcess, type FalStubProcess } from './lib/children.js'
 import { load, type Metrics } from './lib/load.js'
-import { cpuUs, pgBackends, pgDelta } from './lib/proc.js'
+import { cpuUs, minorFaults, pgBackends, pgDelta } from './lib/proc.js'
 import { falRoutesEnv } from './lib/provider-routes.js'
 import { groupCommitTotals } from './lib/service-metrics.js'
 import { until, type Check, type Scenario } from './lib/scenario.js'
@@ -97,6 +97,7 @@ export const scenario: Scenario = {
         const pid = side.pid()
         const pg0 = pgCpu()
         const c0 = cpuUs(pid)
+        const f0 = minorFaults(pid)
         const stub0 = cpuUs(stub.pid)
         const g0 = side === svcSide ? await groupCommitTotals(s.svc) : null
         const r = await load({ url: side.url(), connections: o.connections, amount: count, requests: side.requests })
@@ -108,6 +109,7 @@ export const scenario: Scenario = {
             count(*) FILTER (WHERE status = 'failed')::int AS failed FROM ${side.table} WHERE created_at >= $1`, [since])
         await until(side.drained, DRAIN_TIMEOUT_MS, 50)
         const c1 = cpuUs(pid)
+        const f1 = minorFaults(pid)
         const pg1 = pgCpu()
         const stub1 = cpuUs(stub.pid)
         const g1 = side === svcSide ? await groupCommitTotals(s.svc) : null
@@ -126,6 +128,7 @@ export const scenario: Scenario = {
           pg_cpu_us_per_job: pg,
           total_cpu_us_per_job: cpu + pg,
           stub_cpu_us_per_job: (stub1 - stub0) / Math.max(1, ok),
+          minor_faults_per_job: (f1 - f0) / Math.max(1, ok),
           // The service's group-commit transactions per job (creations, completions, webhook
           // attempts together); the baseline commits two per job by construction.
           ...(g0 && g1 ? {
@@ -143,7 +146,7 @@ export const scenario: Scenario = {
           { name: 'Fastify usual way', role: 'baseline', warmup: async () => { await round(baseSide, m) }, measure: () => round(baseSide, m) },
         ],
         targets: [{ metric: 'completions_per_s', kind: 'ratio', baseline: 'Fastify usual way', op: '>=', value: 3 }],
-        show: ['jobs', 'span_ms', 'jobs_failed', 'cpu_us_per_job', 'pg_cpu_us_per_job', 'total_cpu_us_per_job', 'stub_cpu_us_per_job', 'group_commits_per_job', 'items_per_group_commit'],
+        show: ['jobs', 'span_ms', 'jobs_failed', 'cpu_us_per_job', 'pg_cpu_us_per_job', 'total_cpu_us_per_job', 'stub_cpu_us_per_job', 'minor_faults_per_job', 'group_commits_per_job', 'items_per_group_commit'],
         notes: [`${m} image jobs per round and side over ${ACCOUNTS} accounts (${WEBHOOK_ACCOUNTS} with a webhook), ${o.connections} connections; the fal stub (its own process) ends each job 50 ms after submission and calls back; completions/s over first creation to last completion; CPU per job until every job is terminal (service: and every webhook delivered; the baseline writes its outbox rows only)`],
         after: async () => {
           const inv = await ledgerInvariant(c)

@@ -271,6 +271,7 @@ const LABELS: Record<string, string> = {
   pg_cpu_us_per_job: 'PostgreSQL CPU/job (µs)',
   total_cpu_us_per_job: 'process+PG CPU/job (µs)',
   stub_cpu_us_per_job: 'fal stub CPU/job (µs)',
+  minor_faults_per_job: 'minor page faults/job (process)',
   span_ms: 'first creation to last completion (ms)',
   jobs: 'jobs',
   held: 'jobs held in flight upstream',

@@ -21,6 +21,14 @@ export function cpuUs (pid: number): number {
   } catch { return 0 }
 }
 
+/** Minor page faults of a process so far, every thread (field 10 of proc(5)); 0 once it exited. */
+export function minorFaults (pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7])
+  } catch { return 0 }
+}
+
 /** CPU (µs) of a process's main thread alone (the thread whose id is the pid: the event loop). */
 export function mainThreadCpuUs (pid: number): number {
   try {

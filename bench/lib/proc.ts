@@ -11,31 +11,33 @@ import { join } from 'node:path'
 let tickUs = 10_000
 try { tickUs = 1e6 / Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) } catch {}
 
+/**
+ * The fields of a /proc stat file after the command name (which may itself contain spaces and
+ * parentheses): index k is field k + 3 of proc(5). Null when the process is gone.
+ */
+function statFields (path: string): string[] | null {
+  try {
+    const stat = readFileSync(path, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  } catch { return null }
+}
+
 /** utime + stime of a process (all its threads), in microseconds; 0 when it is gone. */
 export function cpuUs (pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    // Fields after the command name, which may itself contain spaces and parentheses.
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return (Number(f[11]) + Number(f[12])) * tickUs // fields 14 and 15 of proc(5)
-  } catch { return 0 }
+  const f = statFields(`/proc/${pid}/stat`)
+  return f === null ? 0 : (Number(f[11]) + Number(f[12])) * tickUs // fields 14 and 15 of proc(5)
 }
 
 /** Minor page faults of a process so far, every thread (field 10 of proc(5)); 0 once it exited. */
 export function minorFaults (pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7])
-  } catch { return 0 }
+  const f = statFields(`/proc/${pid}/stat`)
+  return f === null ? 0 : Number(f[7])
 }
 
 /** CPU (µs) of a process's main thread alone (the thread whose id is the pid: the event loop). */
 export function mainThreadCpuUs (pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return (Number(f[11]) + Number(f[12])) * tickUs
-  } catch { return 0 }
+  const f = statFields(`/proc/${pid}/task/${pid}/stat`)
+  return f === null ? 0 : (Number(f[11]) + Number(f[12])) * tickUs
 }
 
 /** CPU (µs) of every thread of a process, by thread id. */
@@ -44,11 +46,8 @@ export function threadsCpuUs (pid: number): Map<number, number> {
   let tids: string[] = []
   try { tids = readdirSync(`/proc/${pid}/task`) } catch { return out }
   for (const t of tids) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8')
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      out.set(Number(t), (Number(f[11]) + Number(f[12])) * tickUs)
-    } catch {}
+    const f = statFields(`/proc/${pid}/task/${t}/stat`)
+    if (f !== null) out.set(Number(t), (Number(f[11]) + Number(f[12])) * tickUs)
   }
   return out
 }

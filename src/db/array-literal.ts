@@ -8,7 +8,6 @@
  */
 
 const NEEDS_ESCAPE = /["\\]/
-const ESCAPED = /["\\]/g
 
 /** `{"a","b\"c",NULL}`: a text array literal. */
 export function textArray (xs: ReadonlyArray<string | null>): string {
@@ -17,7 +16,10 @@ export function textArray (xs: ReadonlyArray<string | null>): string {
     const x = xs[i]
     if (i > 0) out += ','
     if (x === null) out += 'NULL'
-    else out += NEEDS_ESCAPE.test(x) ? `"${x.replace(ESCAPED, '\\$&')}"` : `"${x}"`
+    // Two string replaces, not one regular expression with `$&`: V8's regular-expression
+    // replace builds its result from a list of parts, twice the CPU and garbage of replaceAll's
+    // search for a fixed string (a JSON document holds dozens of quotes).
+    else out += NEEDS_ESCAPE.test(x) ? `"${x.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"` : `"${x}"`
   }
   return out + '}'
 }

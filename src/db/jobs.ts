@@ -2,13 +2,14 @@ import { jsonOf, type Q } from './connect.js'
 import { numberArray, textArray } from './array-literal.js'
 import type { JobRow, JobStatus } from '../jobs/view.js'
 import { eventsJson, insertEventsFrom, type RouteRecord } from './upstream.js'
+import { isoOf } from '../util/iso-time.js'
 
 /** A job row as inserted: the columns of JobRow the database does not fill in itself. */
 export type NewJob = Omit<JobRow, 'progress' | 'credits_refunded' | 'result_url' | 'error_message' | 'content_policy_violation' | 'updated_at' | 'completed_at'> &
   Partial<Pick<JobRow, 'progress' | 'result_url' | 'completed_at'>>
 
 /** A timestamp as text for an array literal. */
-const isoOrNull = (d: Date | null | undefined): string | null => d == null ? null : d.toISOString()
+const isoOrNull = (d: Date | null | undefined): string | null => d == null ? null : isoOf(d)
 
 /** One column of a creation batch: its name, its array's element type and its value in a row. */
 interface BatchColumn {
@@ -140,7 +141,7 @@ export function transitionCte (offset: number): string {
 export function transitionParams (items: Transition[]): string[] {
   return [
     textArray(items.map(i => i.id)), textArray(items.map(i => i.status)), numberArray(items.map(i => i.progress)),
-    textArray(items.map(i => i.at.toISOString())),
+    textArray(items.map(i => isoOf(i.at))),
   ]
 }
 

@@ -8,6 +8,7 @@ import { newEventId } from '../jobs/id.js'
 import { textArray } from './array-literal.js'
 import type { ClaimedDelivery } from './webhooks.js'
 import { CLAIM_LEASE_S } from '../domain.js'
+import { isoOf } from '../util/iso-time.js'
 
 /**
  * The job ledger: every durable write that creates, charges, completes,
@@ -223,7 +224,7 @@ function completionParams (items: Completion[], videos: boolean, hookless: Hookl
     const ownHook = own.url !== null && own.secret !== null
     ids[k] = r.id
     urls[k] = resultUrl
-    const iso = at.toISOString()
+    const iso = isoOf(at)
     ats[k] = iso
     ownUrls[k] = ownHook ? own.url : null
     ownSecrets[k] = ownHook ? own.secret : null

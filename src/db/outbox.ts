@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto'
 import type { Q } from './connect.js'
 import type { JobView } from '../jobs/view.js'
+import { isoOf } from '../util/iso-time.js'
 
 export type WebhookEvent = 'job.completed' | 'job.failed'
 
 /** The delivery body of docs/api.md "Webhooks": `{id: "evt_...", type, created_at, data: {job}}`. */
 export function eventBody (eventId: string, type: WebhookEvent, job: JobView, at: Date): string {
-  return JSON.stringify({ id: eventId, type, created_at: at.toISOString(), data: { job } })
+  return JSON.stringify({ id: eventId, type, created_at: isoOf(at), data: { job } })
 }
 
 /**

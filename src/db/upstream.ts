@@ -2,6 +2,7 @@ import { jsonOf, type Q } from './connect.js'
 import type { UpstreamHandle } from '../domain.js'
 import type { JobRow } from '../jobs/view.js'
 import { textArray } from './array-literal.js'
+import { isoOf } from '../util/iso-time.js'
 
 /**
  * Upstream bookkeeping of jobs (sql/0008_upstream.sql): the route and handle of a
@@ -32,7 +33,7 @@ export interface RouteRecord {
 
 /** Events as the JSON array the batch statements expand (jsonb_array_elements); `at` defaults to `at`. */
 export function eventsJson (events: UpstreamEvent[], at: Date): string {
-  return JSON.stringify(events.map(e => ({ source: e.source, route: e.route, state: e.state, detail: e.detail ?? null, at: (e.at ?? at).toISOString() })))
+  return JSON.stringify(events.map(e => ({ source: e.source, route: e.route, state: e.state, detail: e.detail ?? null, at: isoOf(e.at ?? at) })))
 }
 
 /**

@@ -26,6 +26,8 @@ export interface RouteContext {
   path: string
   params: Record<string, string>
   query: URLSearchParams
+  /** The query string as it arrived, without `?` ('' for none). */
+  readonly rawQuery: string
   /** Lower-cased header names. */
   headers: Record<string, string>
   body: unknown

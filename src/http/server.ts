@@ -138,6 +138,60 @@ class Exchange {
 }
 
 /**
+ * The context a handler gets (src/http/route.ts RouteContext), one object a request: the query
+ * and the client's address made on first read (most requests never read them), the methods on
+ * the prototype rather than closures made per request.
+ */
+class RequestContext implements RouteContext {
+  readonly method: string
+  body: unknown = undefined
+  caller: Caller | null = null
+  readonly requestId: string
+  readonly services: Services
+  readonly meter = { credits: 0 }
+  readonly res: HttpResponse | undefined
+  private q: URLSearchParams | undefined = undefined
+  private addr: string | undefined = undefined
+
+  constructor (
+    private readonly server: HttpServer, private readonly ex: Exchange, readonly route: Route, readonly path: string,
+    readonly params: Record<string, string>, readonly headers: Record<string, string>, readonly rawQuery: string,
+    readonly bodyStream: Readable | undefined, readonly rawBytes: Promise<Buffer> | undefined
+  ) {
+    this.method = ex.method
+    this.requestId = server.requestId(ex)
+    this.services = server.services
+    this.res = route.rawBody ? ex.res : undefined
+  }
+
+  get query (): URLSearchParams { return (this.q ??= new URLSearchParams(this.rawQuery)) }
+  set query (v: URLSearchParams) { this.q = v }
+
+  get ip (): string {
+    // uWS refuses access to a response that was answered or aborted: read while in flight.
+    if (this.addr === undefined) { try { this.addr = Buffer.from(this.ex.res.getRemoteAddressAsText()).toString() } catch { this.addr = '' } }
+    return this.addr
+  }
+
+  aborted (): boolean { return this.ex.aborted }
+
+  onAborted (fn: () => void): void {
+    const ex = this.ex
+    if (ex.aborted) fn(); else (ex.abortHooks ??= []).push(fn)
+  }
+
+  baseHeaders (): Record<string, string> {
+    this.ex.wrote = true
+    return this.server.baseHeaders(this.ex)
+  }
+
+  async rateLimit (caller: Caller): Promise<void> {
+    this.ex.caller = caller
+    await this.server.rate(this.ex, caller, Date.now())
+  }
+}
+
+/**
  * The uWebSockets.js front end (docs/architecture.md "Threads", "Request pipeline"): one App per
  * front-end thread, routes from src/http/routes/*. One pipeline for every request: open
  * (request id, format), answer from memory (routes compiled with it), then the asynchronous
@@ -155,7 +209,7 @@ export class HttpServer {
   /** The Exchange of the synchronous stages (uWS calls handlers one at a time). */
   private readonly scratch = new Exchange()
 
-  constructor (private readonly services: Services, routes: Route[]) {
+  constructor (readonly services: Services, routes: Route[]) {
     this.app = uWS.App()
     this.ids = new IdDigits(`req_${services.metering.reqPrefix}`)
     for (const route of routes) this.register(route)
@@ -272,7 +326,7 @@ export class HttpServer {
   }
 
   /** The request's id as text (X-Request-Id of the full pipeline, ctx.requestId, log lines). */
-  private requestId (ex: Exchange): string {
+  requestId (ex: Exchange): string {
     return ex.given ?? (ex.idText ??= this.ids.text(ex.reqNum))
   }
 
@@ -379,10 +433,7 @@ export class HttpServer {
       try { const d = decodeURIComponent(v); params[name] = d.includes('\u0000') ? v : d } catch { params[name] = v }
     }
     const path = ex.path = req.getUrl()
-    // Built on first use: most requests never read them (per-request cost on the hot path).
     const rawQuery = req.getQuery() ?? ''
-    let query: URLSearchParams | undefined
-    let ip: string | undefined
 
     if (this.closing && c.route.servedWhileClosing !== true) {
       this.fail(ex, new ApiError('SERVICE_UNAVAILABLE', 'Server is shutting down'))
@@ -418,39 +469,23 @@ export class HttpServer {
       } else body = rb.read(JSON_BODY_LIMIT)
     }
 
-    const ctx: RouteContext = ex.ctx = {
-      method: ex.method,
-      path,
-      params,
-      get query () { return (query ??= new URLSearchParams(rawQuery)) },
-      set query (v) { query = v },
-      headers,
-      body: undefined,
-      caller: null,
-      requestId: this.requestId(ex),
-      get ip () {
-        // uWS refuses access to a response that was answered or aborted: read while in flight.
-        if (ip === undefined) { try { ip = Buffer.from(res.getRemoteAddressAsText()).toString() } catch { ip = '' } }
-        return ip
-      },
-      services: this.services,
-      meter: { credits: 0 },
-      res: c.route.rawBody ? res : undefined,
-      bodyStream,
-      rawBytes,
-      aborted: () => ex.aborted,
-      onAborted: (fn) => { if (ex.aborted) fn(); else (ex.abortHooks ??= []).push(fn) },
-      baseHeaders: () => { ex.wrote = true; return this.baseHeaders(ex) },
-      route: c.route,
-      rateLimit: async (caller) => { ex.caller = caller; await this.rate(ex, caller, Date.now()) },
-    }
+    const ctx = ex.ctx = new RequestContext(this, ex, c.route, path, params, headers, rawQuery, bodyStream, rawBytes)
     this.inFlight++
-    this.run(c, ex, ctx, body, rawQuery === '')
-      .catch((err) => this.fail(ex, err))
-      .finally(() => this.release())
+    void this.run(c, ex, ctx, body, rawQuery === '')
   }
 
+  /** The asynchronous stages after the copy; any failure is the request's error answer (one promise a request). */
   private async run (c: Compiled, ex: Exchange, ctx: RouteContext, body: Promise<Buffer> | undefined, noQuery: boolean): Promise<void> {
+    try {
+      await this.stages(c, ex, ctx, body, noQuery)
+    } catch (err) {
+      this.fail(ex, err)
+    } finally {
+      this.release()
+    }
+  }
+
+  private async stages (c: Compiled, ex: Exchange, ctx: RouteContext, body: Promise<Buffer> | undefined, noQuery: boolean): Promise<void> {
     const route = c.route
     let raw: Buffer | undefined
     if (body !== undefined) raw = await body
@@ -499,7 +534,7 @@ export class HttpServer {
    * throws RATE_LIMIT_EXCEEDED when the window is full. Synchronous with the in-memory (or
    * shared-memory) window; a promise with REDIS_URL, whose window every node shares.
    */
-  private rate (ex: Exchange, caller: Caller, nowMs: number): Promise<void> | undefined {
+  rate (ex: Exchange, caller: Caller, nowMs: number): Promise<void> | undefined {
     if (caller.kind === 'admin') return undefined
     const limit = this.services.config.tierLimits[caller.tier].rpm
     const redis = this.services.redisLimiter
@@ -523,7 +558,7 @@ export class HttpServer {
     throw e
   }
 
-  private baseHeaders (ex: Exchange): Record<string, string> {
+  baseHeaders (ex: Exchange): Record<string, string> {
     const h: Record<string, string> = {
       'X-Request-Id': this.requestId(ex),
       'Access-Control-Allow-Origin': '*',

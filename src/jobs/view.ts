@@ -1,3 +1,4 @@
+import { isoOf } from '../util/iso-time.js'
 /**
  * The Job resource (docs/api.md "Jobs", with credits_refunded and estimated_seconds) and
  * helpers shared by the shards (which own jobs) and the front end (which caches views).
@@ -70,7 +71,7 @@ export interface JobRow {
   lease_until?: Date | null
 }
 
-const iso = (d: Date | string | null): string | null => d === null ? null : (typeof d === 'string' ? d : d.toISOString())
+const iso = (d: Date | string | null): string | null => d === null ? null : (typeof d === 'string' ? d : isoOf(d))
 
 export function viewOf (r: JobRow): JobView {
   return {

@@ -17,6 +17,7 @@ import type { Mailbox } from './mailbox.js'
 import type { KeySlots } from './slots.js'
 import { deadlineOf, findLost, submitOn } from './upstream-jobs.js'
 import type { WaitingJob } from './waiting.js'
+import { isoOf } from '../util/iso-time.js'
 
 /** No upstream history (shared, never written to). */
 const NONE: UpstreamEvent[] = Object.freeze([]) as unknown as UpstreamEvent[]
@@ -64,7 +65,7 @@ export class LiveJobs implements JobHost {
   private emitChange (job: JobActor): void {
     const r = job.row
     if (!job.announced) { job.announced = true; this.emit(r); return }
-    this.a.deps.emit({ type: 'job.progress', accountId: this.a.id, id: r.id, status: r.status, progress: r.progress, updated_at: r.updated_at.toISOString() })
+    this.a.deps.emit({ type: 'job.progress', accountId: this.a.id, id: r.id, status: r.status, progress: r.progress, updated_at: isoOf(r.updated_at) })
   }
 
   /** Registers a live JobActor for a committed, non-terminal job (creation or resume). */

@@ -53,8 +53,9 @@ function tooLarge (): ApiError {
  */
 async function callback (ctx: RouteContext) {
   const refusals = ctx.services.callbackRefusals
-  const ip = ctx.ip
-  const wait = refusals.wait(ip)
+  // The address is read only when a refusal is on record or one is to be counted: a provider's
+  // stream of verified callbacks never pays for it.
+  const wait = refusals.size === 0 ? 0 : refusals.wait(ctx.ip)
   if (wait > 0) {
     const e = new ApiError('RATE_LIMIT_EXCEEDED', `Too many refused callbacks from this address; retry in ${wait} s`, { retry_after: wait })
     e.headers = { 'Retry-After': String(wait) }
@@ -69,14 +70,14 @@ async function callback (ctx: RouteContext) {
     const declared = Number(ctx.headers['content-length'])
     if (Number.isFinite(declared) && declared > CALLBACK_BODY_LIMIT) throw tooLarge()
     const body = await readRaw(ctx)
-    v = await provider.verifyCallback({ headers: ctx.headers, query: ctx.query.toString(), body })
+    v = await provider.verifyCallback({ headers: ctx.headers, query: ctx.rawQuery, body })
   } catch (e) {
-    if (e instanceof ApiError) refusals.hit(ip)
+    if (e instanceof ApiError) refusals.hit(ctx.ip)
     throw e
   }
   if (!v.ok) {
     ctx.services.log.warn({ provider: name, reason: v.reason }, 'provider callback refused')
-    if (!keysUnavailable(v.reason)) refusals.hit(ip)
+    if (!keysUnavailable(v.reason)) refusals.hit(ctx.ip)
     throw new ApiError('CALLBACK_UNVERIFIED', `Callback verification failed: ${v.reason}`)
   }
   // Our callback URL names the job and its account: the account's shard answers without a

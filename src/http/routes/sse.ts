@@ -79,7 +79,7 @@ export const routes: Route[] = [
       if (ctx.aborted()) { s.sse.release(accountId); return { status: -1 } }
       const res = ctx.res!
       const headers = ctx.baseHeaders()
-      res.cork(() => s.sse.open(res, ctx.onAborted, headers, current, accountId, Number.isFinite(last) ? last : 0))
+      res.cork(() => s.sse.open(res, (fn) => ctx.onAborted(fn), headers, current, accountId, Number.isFinite(last) ? last : 0))
       return { status: 200 }
     },
   },

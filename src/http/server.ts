@@ -28,6 +28,21 @@ function framingFault (h: Record<string, string>, lengthsDiffer: boolean, raw: b
   return null
 }
 
+/** The path parameters of a route that has none (shared; nothing writes to them). */
+const NO_PARAMS: Record<string, string> = Object.freeze({}) as Record<string, string>
+
+/**
+ * The header copy of HttpServer#handle: one function for every request rather than a closure
+ * each (uWS calls it synchronously, once per header, inside req.forEach).
+ */
+let copying: Record<string, string> = NO_PARAMS
+/** Two Content-Length values that differ: framing a proxy may read otherwise (smuggling). */
+let lengthsDiffer = false
+function copyHeader (k: string, v: string): void {
+  if (k === 'content-length' && copying[k] !== undefined && copying[k] !== v) lengthsDiffer = true
+  copying[k] = v
+}
+
 /** `%00` in a query string (U+0000 once decoded). */
 const NUL_ESCAPE = /%00/
 
@@ -415,14 +430,12 @@ export class HttpServer {
   private handle (c: Compiled, ex: Exchange, req: HttpRequest): void {
     const res = ex.res
     // Copy everything from HttpRequest now: it is invalid after this function returns.
-    const headers: Record<string, string> = {}
-    // Two Content-Length values that differ: framing a proxy may read otherwise (smuggling).
-    let lengthsDiffer = false
-    req.forEach((k, v) => {
-      if (k === 'content-length' && headers[k] !== undefined && headers[k] !== v) lengthsDiffer = true
-      headers[k] = v
-    })
-    const params: Record<string, string> = {}
+    const headers: Record<string, string> = copying = {}
+    lengthsDiffer = false
+    req.forEach(copyHeader)
+    copying = NO_PARAMS
+    const differ = lengthsDiffer
+    const params: Record<string, string> = c.paramNames.length === 0 ? NO_PARAMS : {}
     for (let i = 0; i < c.paramNames.length; i++) {
       const name = c.paramNames[i]
       const v = req.getParameter(i) ?? ''
@@ -452,7 +465,7 @@ export class HttpServer {
       const declared = headers['content-length'] === undefined ? NaN : Number(headers['content-length'])
       const lingers = headers.connection !== undefined && /\bclose\b/i.test(headers.connection)
       const rb = ex.body = new RequestBody(res, declared, lingers, (err) => this.bodyFault(ex, err))
-      const framing = framingFault(headers, lengthsDiffer, c.route.rawBody === true)
+      const framing = framingFault(headers, differ, c.route.rawBody === true)
       if (framing !== null) {
         this.fail(ex, framing)
         return

@@ -1,8 +1,9 @@
-import { isoOf } from '../util/iso-time.js'
 /**
  * The Job resource (docs/api.md "Jobs", with credits_refunded and estimated_seconds) and
  * helpers shared by the shards (which own jobs) and the front end (which caches views).
  */
+import { isoOf } from '../util/iso-time.js'
+
 export type JobStatus = 'queued' | 'submitted' | 'processing' | 'completed' | 'failed' | 'cancelled'
 export type JobType = 'video' | 'image' | 'audio' | 'extend'
 

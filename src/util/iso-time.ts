@@ -3,8 +3,8 @@
  * request and a job"): V8 formats every call through printf, ~0.5 µs, and a job's creation
  * and completion format about ten timestamps, most within the same second. The text up to the
  * second is kept for the last second formatted and the milliseconds appended from a table.
- * Identical output to toISOString for every time it can format (years 0000-9999); outside
- * that range, and for an invalid date, it is toISOString itself (which throws on the latter).
+ * The same text as toISOString for any time: from 1970 to year 9999 from the cache, before or
+ * after that (and for an invalid date, which throws) through toISOString itself.
  */
 
 /** Last millisecond toISOString formats with a four-digit year (9999-12-31T23:59:59.999Z). */

@@ -28,6 +28,11 @@ t.test('the same literal as the plain escaping, for every kind of element', asyn
   t.equal(numberArray([1, null, -2]), '{1,NULL,-2}')
 })
 
+t.test('textArray escapes quotes and backslashes only where they are', async (t) => {
+  t.equal(textArray(['a', null, 'b"c', 'd\\e', '{"k":"v\\"w"}', '']), '{"a",NULL,"b\\"c","d\\\\e","{\\"k\\":\\"v\\\\\\"w\\"}",""}')
+  t.equal(textArray([]), '{}')
+})
+
 t.test('PostgreSQL reads every element back unchanged', async (t) => {
   const url = await freshDatabase(t)
   const sql = postgres(url, { max: 1, onnotice: () => {} })

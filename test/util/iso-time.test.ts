@@ -2,7 +2,6 @@
 // across second, minute, day and year boundaries, out of its range, and for invalid dates.
 import t from 'tap'
 import { isoOf, isoOfMs } from '../../src/util/iso-time.js'
-import { textArray } from '../../src/db/array-literal.js'
 
 t.test('same text as toISOString around boundaries', async (t) => {
   const starts = [0, 999, 1000, Date.UTC(2026, 11, 31, 23, 59, 59, 998), Date.UTC(2024, 1, 29, 12, 0, 0, 0), Date.now(), 253402300799000]
@@ -28,9 +27,4 @@ t.test('outside the four-digit years, and invalid dates, behave as toISOString',
   t.equal(isoOfMs(-62198755200000), new Date(-62198755200000).toISOString()) // -000001
   t.throws(() => isoOf(new Date(NaN)), RangeError)
   t.throws(() => isoOfMs(Infinity), RangeError)
-})
-
-t.test('textArray escapes quotes and backslashes only where they are', async (t) => {
-  t.equal(textArray(['a', null, 'b"c', 'd\\e', '{"k":"v\\"w"}', '']), '{"a",NULL,"b\\"c","d\\\\e","{\\"k\\":\\"v\\\\\\"w\\"}",""}')
-  t.equal(textArray([]), '{}')
 })
